@@ -1,0 +1,21 @@
+package batchstore
+
+import "errors"
+
+// Errors the store returns; the FUSE adapter maps each to one errno.
+var (
+	// ErrNotFound: the batch was consumed, freed, or will never exist.
+	ErrNotFound = errors.New("no such batch")
+	// ErrNoConsumer: no consumer of that name.
+	ErrNoConsumer = errors.New("no such consumer")
+	// ErrExists: a consumer of that name is already joined.
+	ErrExists = errors.New("consumer already exists")
+	// ErrInterrupted: the caller's context ended while waiting.
+	ErrInterrupted = errors.New("interrupted while waiting")
+	// ErrClosed: the store is shut down.
+	ErrClosed = errors.New("store closed")
+	// ErrTooLarge: a batch larger than the whole buffer.
+	ErrTooLarge = errors.New("batch larger than the buffer")
+	// ErrBadName: a consumer name that is not allowed.
+	ErrBadName = errors.New("invalid consumer name")
+)

@@ -1,0 +1,166 @@
+package memfile
+
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Kind names a backing.
+type Kind string
+
+// The backings.
+const (
+	MemFD Kind = "memfd"
+	Tmpfs Kind = "tmpfs"
+)
+
+// Allocator creates files of one backing.
+type Allocator struct {
+	kind    Kind
+	dir     string // tmpfs only
+	mounted bool   // we mounted dir and must unmount it
+	huge    string // the tmpfs huge= option in force, "" for memfd
+}
+
+// NewMemFD returns an allocator of anonymous memfds.
+func NewMemFD() *Allocator { return &Allocator{kind: MemFD} }
+
+// NewTmpfs mounts a private tmpfs with huge pages on a new directory under
+// parent and allocates files there. It needs CAP_SYS_ADMIN.
+func NewTmpfs(parent string) (*Allocator, error) {
+	dir, err := os.MkdirTemp(parent, "tsock-batches-")
+	if err != nil {
+		return nil, fmt.Errorf("tmpfs backing: %w", err)
+	}
+	const huge = "within_size"
+	if err := unix.Mount("tsock", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,huge="+huge); err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("mount tmpfs on %s: %w", dir, err)
+	}
+	return &Allocator{kind: Tmpfs, dir: dir, mounted: true, huge: huge}, nil
+}
+
+// Kind is the backing in use.
+func (a *Allocator) Kind() Kind { return a.kind }
+
+// Describe names the backing for status files.
+func (a *Allocator) Describe() string {
+	if a.kind == Tmpfs {
+		return fmt.Sprintf("tmpfs huge=%s", a.huge)
+	}
+	return string(a.kind)
+}
+
+// Create returns a new file of size bytes, mapped writable.
+func (a *Allocator) Create(size int64) (*File, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("create %d-byte file: size must be positive", size)
+	}
+	var fd int
+	var err error
+	if a.kind == Tmpfs {
+		fd, err = unix.Open(a.dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o400)
+	} else {
+		fd, err = unix.MemfdCreate("tsock-batch", unix.MFD_CLOEXEC)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create %s file: %w", a.kind, err)
+	}
+	if err := unix.Ftruncate(fd, size); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("size %s file to %d: %w", a.kind, size, err)
+	}
+	data, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("map %d-byte %s file: %w", size, a.kind, err)
+	}
+	return &File{fd: fd, data: data, size: size}, nil
+}
+
+// Close unmounts the tmpfs, if any. Files still open keep their memory
+// until closed (a lazy unmount lets them).
+func (a *Allocator) Close() error {
+	if !a.mounted {
+		return nil
+	}
+	a.mounted = false
+	if err := unix.Unmount(a.dir, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount %s: %w", a.dir, err)
+	}
+	return os.Remove(a.dir)
+}
+
+// File is one batch file. Write through Bytes, then Seal; after that it is
+// read-only and safe for concurrent ReadAt.
+type File struct {
+	fd   int
+	size int64
+	mu   sync.Mutex
+	data []byte // writable mapping until Seal
+	free bool
+}
+
+// Bytes is the writable mapping of the whole file.
+func (f *File) Bytes() []byte { return f.data }
+
+// Size is the file's length.
+func (f *File) Size() int64 { return f.size }
+
+// Fd is the file's descriptor, for passthrough.
+func (f *File) Fd() int { return f.fd }
+
+// Truncate shortens the file to n bytes (a batch that came out short).
+func (f *File) Truncate(n int64) error {
+	if n > f.size || n <= 0 {
+		return fmt.Errorf("truncate %d-byte file to %d: out of range", f.size, n)
+	}
+	if err := unix.Ftruncate(f.fd, n); err != nil {
+		return fmt.Errorf("truncate to %d: %w", n, err)
+	}
+	f.size = n
+	f.data = f.data[:n]
+	return nil
+}
+
+// Seal drops the writable mapping: the bytes are final.
+func (f *File) Seal() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.data == nil {
+		return nil
+	}
+	err := unix.Munmap(f.data[:cap(f.data)])
+	f.data = nil
+	if err != nil {
+		return fmt.Errorf("unmap batch file: %w", err)
+	}
+	return nil
+}
+
+// ReadAt reads from the file, for daemon-served reads.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	n, err := unix.Pread(f.fd, p, off)
+	if err != nil {
+		return n, fmt.Errorf("read batch file at %d: %w", off, err)
+	}
+	return n, nil
+}
+
+// Free unmaps and closes the file; its memory goes when the kernel's
+// last reference (a passthrough reader's open file) goes.
+func (f *File) Free() error {
+	if err := f.Seal(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.free {
+		return fmt.Errorf("batch file freed twice")
+	}
+	f.free = true
+	return unix.Close(f.fd)
+}

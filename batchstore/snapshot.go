@@ -1,0 +1,96 @@
+package batchstore
+
+import (
+	"sort"
+	"time"
+)
+
+// Snapshot is the store's state at one moment, for status files.
+type Snapshot struct {
+	Limit, Used, Reserved int64
+	Held                  int    // batches in memory
+	Published, Freed      uint64 // batches, since start
+	PublishedBytes        int64
+	SamplesPublished      uint64
+	Finished              bool // the producer has published its last batch
+	ProducerWaiting       bool // blocked because the buffer is full
+	ProducerWaits         uint64
+	ProducerWait          time.Duration
+	FreeErrors            uint64
+	LastFreeError         string
+	Uptime                time.Duration
+	Consumers             []ConsumerSnapshot
+}
+
+// ConsumerSnapshot is one consumer's state.
+type ConsumerSnapshot struct {
+	Name        string
+	JoinedAt    uint64 // global seq of its batch 0
+	JoinedEpoch int    // producer epoch of its batch 0, -1 if not produced yet
+	Position    uint64 // its own number of the next batch to consume
+	Epoch       int    // epoch of the last batch consumed, -1 before any
+	Lag         uint64 // batches published that it has not consumed
+	LagBytes    int64
+	BatchesRead uint64
+	SamplesRead uint64
+	BytesRead   int64
+	OpenBatches int // batches it holds open right now
+	Waiting     bool
+	WaitTotal   time.Duration
+	Age         time.Duration
+	Done        bool // consumed everything there will ever be
+}
+
+// Snapshot returns the current state.
+func (s *Store) Snapshot() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := Snapshot{
+		Limit: s.limit, Used: s.used, Reserved: s.reserved, Held: len(s.held),
+		Published: s.stats.published, Freed: s.stats.freed,
+		PublishedBytes: s.stats.publishedBytes, SamplesPublished: s.stats.samplesPublished,
+		Finished: s.finished, ProducerWaiting: s.stats.producerWaiting,
+		ProducerWaits: s.stats.producerWaits, ProducerWait: s.stats.producerWait,
+		FreeErrors: s.stats.freeErrors, Uptime: time.Since(s.start),
+	}
+	if s.stats.lastFreeError != nil {
+		snap.LastFreeError = s.stats.lastFreeError.Error()
+	}
+	for _, c := range s.consumers {
+		snap.Consumers = append(snap.Consumers, s.consumerSnapshot(c))
+	}
+	sort.Slice(snap.Consumers, func(i, j int) bool { return snap.Consumers[i].Name < snap.Consumers[j].Name })
+	return snap
+}
+
+// ConsumerSnapshot returns one consumer's state.
+func (s *Store) ConsumerSnapshot(name string) (ConsumerSnapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.consumers[name]
+	if !ok {
+		return ConsumerSnapshot{}, ErrNoConsumer
+	}
+	return s.consumerSnapshot(c), nil
+}
+
+func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
+	cs := ConsumerSnapshot{
+		Name: c.name, JoinedAt: c.base, JoinedEpoch: c.joinedEpoch,
+		Position: c.pos - c.base, Epoch: c.lastEpoch,
+		BatchesRead: c.batchesRead, SamplesRead: c.samplesRead, BytesRead: c.bytesRead,
+		OpenBatches: len(c.handles), Waiting: c.waiting > 0, WaitTotal: c.waitTotal,
+		Age:  time.Since(c.joined),
+		Done: s.finished && c.pos >= s.nextSeq,
+	}
+	if c.waiting > 0 {
+		cs.WaitTotal += time.Since(c.waitSince)
+	}
+	for _, b := range s.held {
+		if _, ok := b.pending[c]; ok {
+			cs.Lag++
+			cs.LagBytes += b.blob.Size()
+		}
+	}
+	return cs
+}

@@ -1,0 +1,347 @@
+package batchstore
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type fakeBlob struct {
+	size  int64
+	freed atomic.Int32
+}
+
+func (f *fakeBlob) Size() int64 { return f.size }
+func (f *fakeBlob) Fd() int     { return -1 }
+func (f *fakeBlob) ReadAt(p []byte, off int64) (int, error) {
+	if f.freed.Load() != 0 {
+		return 0, errors.New("read after free")
+	}
+	return len(p), nil
+}
+func (f *fakeBlob) Free() error {
+	if f.freed.Add(1) != 1 {
+		return errors.New("double free")
+	}
+	return nil
+}
+
+// publish reserves and publishes one batch of size bytes.
+func publish(t *testing.T, s *Store, size int64, epoch, index int) (*fakeBlob, uint64) {
+	t.Helper()
+	r, err := s.Reserve(context.Background(), size)
+	if err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	blob := &fakeBlob{size: size}
+	seq, err := r.Publish(blob, Info{Epoch: epoch, Index: index, Samples: 1})
+	if err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	return blob, seq
+}
+
+// read looks up, opens and releases consumer name's batch local.
+func read(t *testing.T, s *Store, name string, local uint64, caller CallerID) Ref {
+	t.Helper()
+	ref, err := s.Lookup(context.Background(), name, local, caller)
+	if err != nil {
+		t.Fatalf("lookup %s/%d: %v", name, local, err)
+	}
+	l, err := s.Open(ref.Seq, caller)
+	if err != nil {
+		t.Fatalf("open %s/%d: %v", name, local, err)
+	}
+	if l.Consumer() != name {
+		t.Fatalf("open %s/%d charged to %s", name, local, l.Consumer())
+	}
+	l.Release()
+	return ref
+}
+
+func mustJoin(t *testing.T, s *Store, name string) {
+	t.Helper()
+	if err := s.Join(name); err != nil {
+		t.Fatalf("join %s: %v", name, err)
+	}
+}
+
+func TestReserveBlocksUntilConsumed(t *testing.T) {
+	s := New(100)
+	mustJoin(t, s, "a")
+	blob, _ := publish(t, s, 60, 0, 0)
+	got := make(chan error, 1)
+	go func() {
+		r, err := s.Reserve(context.Background(), 60)
+		if err == nil {
+			r.Cancel()
+		}
+		got <- err
+	}()
+	waitUntil(t, func() bool { return s.Snapshot().ProducerWaiting })
+	select {
+	case err := <-got:
+		t.Fatalf("reserve over the limit returned: %v", err)
+	default:
+	}
+	read(t, s, "a", 0, 1)
+	if err := <-got; err != nil {
+		t.Fatalf("reserve after consume: %v", err)
+	}
+	if blob.freed.Load() != 1 {
+		t.Fatal("consumed batch not freed")
+	}
+}
+
+func TestReserveLargerThanBufferFails(t *testing.T) {
+	s := New(100)
+	if _, err := s.Reserve(context.Background(), 101); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("got %v, want ErrTooLarge", err)
+	}
+}
+
+func TestReserveInterrupted(t *testing.T) {
+	s := New(10)
+	publish(t, s, 10, 0, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Reserve(ctx, 10); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("got %v, want ErrInterrupted", err)
+	}
+	if snap := s.Snapshot(); snap.Reserved != 0 || snap.ProducerWaiting {
+		t.Fatalf("interrupted reserve left state behind: %+v", snap)
+	}
+}
+
+func TestBatchesBeforeAnyConsumerAreKept(t *testing.T) {
+	s := New(1000)
+	b0, _ := publish(t, s, 10, 0, 0)
+	b1, _ := publish(t, s, 10, 0, 1)
+	mustJoin(t, s, "late")
+	if ref := read(t, s, "late", 0, 1); ref.Seq != 0 {
+		t.Fatalf("late joiner's batch 0 is seq %d, want 0", ref.Seq)
+	}
+	if b0.freed.Load() != 1 || b1.freed.Load() != 0 {
+		t.Fatalf("freed: b0=%d b1=%d, want 1 0", b0.freed.Load(), b1.freed.Load())
+	}
+}
+
+func TestJoinStartsAtOldestContiguousHeld(t *testing.T) {
+	s := New(1000)
+	mustJoin(t, s, "a")
+	publish(t, s, 10, 0, 0)
+	publish(t, s, 10, 0, 1)
+	publish(t, s, 10, 0, 2)
+	// a holds batch 0 open, consumes 1: 1 is freed, 0 is held, 2 pending.
+	ref0, _ := s.Lookup(context.Background(), "a", 0, 1)
+	l0, err := s.Open(ref0.Seq, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read(t, s, "a", 1, 1)
+	mustJoin(t, s, "b")
+	if ref := read(t, s, "b", 0, 2); ref.Seq != 2 {
+		t.Fatalf("b's batch 0 is seq %d, want 2 (no hole)", ref.Seq)
+	}
+	l0.Release()
+}
+
+func TestLookupBlocksUntilPublished(t *testing.T) {
+	s := New(1000)
+	mustJoin(t, s, "a")
+	got := make(chan Ref, 1)
+	go func() {
+		ref, err := s.Lookup(context.Background(), "a", 0, 1)
+		if err != nil {
+			t.Errorf("lookup: %v", err)
+		}
+		got <- ref
+	}()
+	waitUntil(t, func() bool { return s.Snapshot().Consumers[0].Waiting })
+	publish(t, s, 10, 0, 0)
+	if ref := <-got; ref.Seq != 0 || ref.Size != 10 {
+		t.Fatalf("got %+v", ref)
+	}
+}
+
+// waitUntil polls cond; the state it waits for is reached by another
+// goroutine that has no event to hand back.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestLookupErrors(t *testing.T) {
+	s := New(1000)
+	mustJoin(t, s, "a")
+	publish(t, s, 10, 0, 0)
+	read(t, s, "a", 0, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name  string
+		local uint64
+		ctx   context.Context
+		want  error
+	}{
+		{"a", 0, context.Background(), ErrNotFound}, // consumed
+		{"nobody", 0, context.Background(), ErrNoConsumer},
+		{"a", 1, ctx, ErrInterrupted},                        // would block
+		{"a", ^uint64(0), context.Background(), ErrNotFound}, // overflow
+	}
+	for _, tc := range tests {
+		if _, err := s.Lookup(tc.ctx, tc.name, tc.local, 1); !errors.Is(err, tc.want) {
+			t.Errorf("lookup %s/%d: got %v, want %v", tc.name, tc.local, err, tc.want)
+		}
+	}
+	s.ExpectAtMost(5)
+	if _, err := s.Lookup(context.Background(), "a", 5, 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("lookup past ExpectAtMost: %v", err)
+	}
+	s.Finish()
+	if _, err := s.Lookup(context.Background(), "a", 1, 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("lookup after Finish: %v", err)
+	}
+	if cs, _ := s.ConsumerSnapshot("a"); !cs.Done {
+		t.Errorf("consumer not done after Finish: %+v", cs)
+	}
+}
+
+func TestOpenChargedToLookingUpConsumer(t *testing.T) {
+	s := New(1000)
+	mustJoin(t, s, "a")
+	mustJoin(t, s, "b")
+	blob, _ := publish(t, s, 10, 0, 0)
+	if _, err := s.Lookup(context.Background(), "b", 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lookup(context.Background(), "a", 0, 8); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := s.Open(0, 7)
+	if err != nil || lb.Consumer() != "b" {
+		t.Fatalf("caller 7 opened as %v (%v), want b", lb, err)
+	}
+	la, err := s.Open(0, 8)
+	if err != nil || la.Consumer() != "a" {
+		t.Fatalf("caller 8 opened as %v (%v), want a", la, err)
+	}
+	lb.Release()
+	if snap, _ := s.ConsumerSnapshot("a"); snap.BatchesRead != 0 {
+		t.Fatal("b's release consumed a's batch")
+	}
+	la.Release()
+	if blob.freed.Load() != 1 {
+		t.Fatal("batch not freed after both consumed")
+	}
+}
+
+func TestOpenLeaseKeepsMemory(t *testing.T) {
+	s := New(1000)
+	mustJoin(t, s, "a")
+	mustJoin(t, s, "b")
+	blob, _ := publish(t, s, 10, 0, 0)
+	ref, _ := s.Lookup(context.Background(), "a", 0, 1)
+	l1, _ := s.Open(ref.Seq, 1)
+	l2, _ := s.Open(ref.Seq, 1)
+	l1.Release()
+	if err := s.Unlink("b", 0); err != nil {
+		t.Fatal(err)
+	}
+	if blob.freed.Load() != 0 {
+		t.Fatal("freed while a still has a handle open")
+	}
+	l2.Release()
+	l2.Release() // twice is harmless
+	if blob.freed.Load() != 1 {
+		t.Fatal("not freed after the last release")
+	}
+}
+
+func TestLeaveReleasesAndLeasesSurvive(t *testing.T) {
+	s := New(1000)
+	mustJoin(t, s, "a")
+	mustJoin(t, s, "b")
+	blob, _ := publish(t, s, 10, 0, 0)
+	read(t, s, "a", 0, 1)
+	ref, _ := s.Lookup(context.Background(), "b", 0, 2)
+	l, _ := s.Open(ref.Seq, 2)
+	if err := s.Leave("b"); err != nil {
+		t.Fatal(err)
+	}
+	if blob.freed.Load() != 0 {
+		t.Fatal("freed under an open lease")
+	}
+	l.Release()
+	if blob.freed.Load() != 1 {
+		t.Fatal("not freed after the departed consumer's release")
+	}
+	if err := s.Leave("b"); !errors.Is(err, ErrNoConsumer) {
+		t.Fatalf("second leave: %v", err)
+	}
+}
+
+func TestLeaveWakesItsWaiters(t *testing.T) {
+	s := New(1000)
+	mustJoin(t, s, "a")
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.Lookup(context.Background(), "a", 0, 1)
+		got <- err
+	}()
+	waitUntil(t, func() bool { return s.Snapshot().Consumers[0].Waiting })
+	if err := s.Leave("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; !errors.Is(err, ErrNoConsumer) {
+		t.Fatalf("waiter got %v, want ErrNoConsumer", err)
+	}
+}
+
+func TestJoinErrors(t *testing.T) {
+	s := New(1000)
+	mustJoin(t, s, "a")
+	for _, tc := range []struct {
+		name string
+		want error
+	}{
+		{"a", ErrExists}, {"", ErrBadName}, {".hidden", ErrBadName}, {"a/b", ErrBadName},
+		{"-x", ErrBadName}, {string(make([]byte, 65)), ErrBadName}, {"sp ace", ErrBadName},
+	} {
+		if err := s.Join(tc.name); !errors.Is(err, tc.want) {
+			t.Errorf("join %q: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if got := s.Consumers(); len(got) != 1 {
+		t.Fatalf("consumers after bad joins: %v", got)
+	}
+}
+
+func TestCloseFreesAndWakes(t *testing.T) {
+	s := New(1000)
+	mustJoin(t, s, "a")
+	blob, _ := publish(t, s, 10, 0, 0)
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.Lookup(context.Background(), "a", 1, 1)
+		got <- err
+	}()
+	waitUntil(t, func() bool { return s.Snapshot().Consumers[0].Waiting })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; !errors.Is(err, ErrClosed) {
+		t.Fatalf("waiter got %v", err)
+	}
+	if blob.freed.Load() != 1 {
+		t.Fatal("close did not free")
+	}
+}

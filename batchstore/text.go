@@ -1,0 +1,62 @@
+package batchstore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+)
+
+// Text renders a consumer's state for consumers/NAME/status: one
+// "key: value" per line, values human-readable.
+func (c ConsumerSnapshot) Text() string {
+	var b strings.Builder
+	state := "reading"
+	switch {
+	case c.Done:
+		state = "done"
+	case c.Waiting:
+		state = "waiting for the producer"
+	}
+	fmt.Fprintf(&b, "name: %s\n", c.Name)
+	fmt.Fprintf(&b, "state: %s\n", state)
+	fmt.Fprintf(&b, "joined at: batch %d of the stream%s\n", c.JoinedAt, epochNote(c.JoinedEpoch))
+	fmt.Fprintf(&b, "position: %d\n", c.Position)
+	fmt.Fprintf(&b, "epoch: %s\n", epochText(c.Epoch))
+	fmt.Fprintf(&b, "lag: %d batches (%s)\n", c.Lag, humanize.IBytes(uint64(c.LagBytes)))
+	fmt.Fprintf(&b, "batches read: %d\n", c.BatchesRead)
+	fmt.Fprintf(&b, "samples read: %d\n", c.SamplesRead)
+	fmt.Fprintf(&b, "bytes read: %s\n", humanize.IBytes(uint64(c.BytesRead)))
+	fmt.Fprintf(&b, "open batches: %d\n", c.OpenBatches)
+	fmt.Fprintf(&b, "waiting: %s (%.0f%% of %s)\n", c.WaitTotal.Round(time.Millisecond),
+		100*c.WaitTotal.Seconds()/max(c.Age.Seconds(), 1e-9), c.Age.Round(time.Second))
+	return b.String()
+}
+
+// Line renders a consumer in one line of the mount's status.
+func (c ConsumerSnapshot) Line() string {
+	w := "no"
+	if c.Waiting {
+		w = "yes"
+	}
+	if c.Done {
+		w = "done"
+	}
+	return fmt.Sprintf("%s: position %d, epoch %s, lag %d, read %d batches (%s), waiting %s",
+		c.Name, c.Position, epochText(c.Epoch), c.Lag, c.BatchesRead, humanize.IBytes(uint64(c.BytesRead)), w)
+}
+
+func epochText(e int) string {
+	if e < 0 {
+		return "none yet"
+	}
+	return fmt.Sprint(e)
+}
+
+func epochNote(e int) string {
+	if e < 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (producer epoch %d)", e)
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/pflag"
+)
+
+// errHelp: the user asked for --help.
+var errHelp = errors.New("help requested")
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.Usage = func() {}
+	return fs
+}
+
+// parseFlags parses args, turning pflag's errors into usage errors.
+func parseFlags(fs *pflag.FlagSet, args []string) error {
+	fs.SetOutput(discard{})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return errHelp
+		}
+		return usageError{err}
+	}
+	return nil
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// parseSize parses a --buffer style size: "4GiB", "512MB", "1e9".
+func parseSize(flag, s string) (int64, error) {
+	n, err := humanize.ParseBytes(s)
+	if err != nil {
+		return 0, usagef("--%s %q: not a size (try 2GiB or 512MiB)", flag, s)
+	}
+	if n == 0 || n > 1<<50 {
+		return 0, usagef("--%s %q: must be between 1 byte and 1 PiB", flag, s)
+	}
+	return int64(n), nil
+}
+
+// flagUsage renders a flag set's defaults under a heading.
+func flagUsage(head string, fs *pflag.FlagSet) string {
+	return fmt.Sprintf("%s\nflags:\n%s", head, fs.FlagUsages())
+}

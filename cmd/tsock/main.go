@@ -1,0 +1,105 @@
+// Command tsock runs one shared image-preprocessing pipeline and serves
+// its batches to every training on the machine as files.
+//
+//	tsock mount MOUNTPOINT --source DIR [flags]
+//	tsock gendata DIR [flags]
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes: the one place they are decided.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// usageError is a bad command line: exit 2 with usage.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// command is one subcommand: flags parsed in Parse, work done in Run,
+// everything it holds released in Close (also after a failed Run).
+type command interface {
+	Parse(args []string) error
+	Run(ctx context.Context) error
+	Close() error
+	Usage() string
+}
+
+const mainUsage = `usage: tsock COMMAND [flags]
+
+commands:
+  mount MOUNTPOINT --source DIR   serve preprocessed batches under MOUNTPOINT
+  gendata DIR                     write a JPEG dataset in ImageFolder form
+
+run "tsock COMMAND --help" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, nil)))
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, mainUsage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	var cmd command
+	switch args[0] {
+	case "mount":
+		cmd = &mountCommand{stdout: stdout}
+	case "gendata":
+		cmd = &gendataCommand{stdout: stdout}
+	default:
+		fmt.Fprintf(stderr, "tsock: unknown command %q\n\n%s", args[0], mainUsage)
+		return exitUsage
+	}
+	err := cmd.Parse(args[1:])
+	if err == nil {
+		err = cmd.Run(ctx)
+	}
+	if cerr := cmd.Close(); err == nil {
+		err = cerr
+	}
+	return exitCode(err, cmd, stderr)
+}
+
+// exitCode reports err and picks the exit code for it.
+func exitCode(err error, cmd command, stderr io.Writer) int {
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errHelp):
+		fmt.Fprint(stderr, cmd.Usage())
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "tsock: %v\n\n%s", err, cmd.Usage())
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "tsock: %v\n", err)
+		return exitError
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/tsock/tsock/batchstore"
+)
+
+// status renders MOUNTPOINT/status: one "key: value" per line.
+func (c *mountCommand) status() ([]byte, error) {
+	snap := c.store.Snapshot()
+	ps := c.producer.Stats().Snapshot()
+	cfg := c.cfg
+	var b strings.Builder
+	fmt.Fprintf(&b, "source: %s\n", cfg.Source.Describe())
+	fmt.Fprintf(&b, "samples: %d\n", cfg.Source.Len())
+	fmt.Fprintf(&b, "classes: %d\n", len(cfg.Source.Classes()))
+	fmt.Fprintf(&b, "transform: %s, %dx%d %s, batch size %d, seed %d, %d workers\n",
+		cfg.Transform, cfg.ImageSize, cfg.ImageSize, cfg.Layout, cfg.BatchSize, cfg.Seed, cfg.Workers)
+	epochs := "forever"
+	if cfg.Epochs > 0 {
+		epochs = fmt.Sprint(cfg.Epochs)
+	}
+	fmt.Fprintf(&b, "epoch: %d of %s (%d of %d samples)\n", ps.Epoch, epochs, ps.EpochDone, ps.EpochLen)
+	fmt.Fprintf(&b, "state: %s\n", producerState(snap, ps.Failure))
+	recent, overall := c.rate.rates()
+	fmt.Fprintf(&b, "produced: %d batches, %d samples\n", snap.Published, snap.SamplesPublished)
+	fmt.Fprintf(&b, "produce rate: %.0f images/s (last 10s), %.0f images/s (overall)\n", recent, overall)
+	fmt.Fprintf(&b, "producer waited for room: %s\n", snap.ProducerWait.Round(time.Millisecond))
+	fmt.Fprintf(&b, "buffer: %s used of %s (%d batches held, %s being written)\n",
+		humanize.IBytes(uint64(snap.Used)), humanize.IBytes(uint64(snap.Limit)), snap.Held, humanize.IBytes(uint64(snap.Reserved)))
+	fmt.Fprintf(&b, "data path: %s\n", c.mounted.DataPath())
+	fmt.Fprintf(&b, "skipped inputs: %d\n", ps.Skipped)
+	for _, s := range ps.RecentSkips {
+		fmt.Fprintf(&b, "  skipped: %s\n", s)
+	}
+	if snap.FreeErrors > 0 {
+		fmt.Fprintf(&b, "free errors: %d (last: %s)\n", snap.FreeErrors, snap.LastFreeError)
+	}
+	fmt.Fprintf(&b, "consumers: %d\n", len(snap.Consumers))
+	for _, cs := range snap.Consumers {
+		fmt.Fprintf(&b, "  %s\n", cs.Line())
+	}
+	return []byte(b.String()), nil
+}
+
+func producerState(snap batchstore.Snapshot, failure string) string {
+	switch {
+	case failure != "":
+		return "failed: " + failure
+	case snap.Finished:
+		return "finished: every batch produced"
+	case snap.ProducerWaiting && len(snap.Consumers) == 0:
+		return "buffer full, waiting for a consumer to join"
+	case snap.ProducerWaiting:
+		return "buffer full, waiting for consumers to read"
+	}
+	return "producing"
+}
+
+// rateMeter samples the store's sample count once a second, for a rate
+// over the last ten seconds.
+type rateMeter struct {
+	store   *batchstore.Store
+	mu      sync.Mutex
+	samples []rateSample
+	start   time.Time
+}
+
+type rateSample struct {
+	at time.Time
+	n  uint64
+}
+
+func newRateMeter(s *batchstore.Store) *rateMeter {
+	return &rateMeter{store: s, start: time.Now()}
+}
+
+func (m *rateMeter) run(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		m.sample()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (m *rateMeter) sample() {
+	n := m.store.Snapshot().SamplesPublished
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.samples = append(m.samples, rateSample{time.Now(), n})
+	if len(m.samples) > 11 {
+		m.samples = m.samples[1:]
+	}
+}
+
+// rates are images/s over the last ten seconds and since the start.
+func (m *rateMeter) rates() (recent, overall float64) {
+	now := m.store.Snapshot().SamplesPublished
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if el := time.Since(m.start).Seconds(); el > 0 {
+		overall = float64(now) / el
+	}
+	if len(m.samples) > 0 {
+		first := m.samples[0]
+		if el := time.Since(first.at).Seconds(); el > 0 {
+			recent = float64(now-first.n) / el
+		}
+	}
+	return recent, overall
+}

@@ -1,0 +1,114 @@
+package fs
+
+import (
+	"context"
+	"sync/atomic"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/tsock/tsock/batchstore"
+)
+
+// batchInoBase keeps batch inode numbers clear of go-fuse's automatic ones
+// (from 2^63) and of small numbers.
+const batchInoBase = 1 << 32
+
+func batchIno(seq uint64) uint64 { return batchInoBase + seq }
+
+// batchFile is one published batch; the same inode appears in every
+// consumer directory that lists it.
+type batchFile struct {
+	readOnlyFile
+	fs   *fileSystem
+	seq  uint64
+	size int64
+}
+
+var (
+	_ = (fusefs.NodeOpener)((*batchFile)(nil))
+	_ = (fusefs.NodeGetattrer)((*batchFile)(nil))
+)
+
+func (b *batchFile) fillAttr(attr *fuse.Attr) {
+	attr.Mode = syscall.S_IFREG | 0o444
+	attr.Size = uint64(b.size)
+	attr.Blocks = (attr.Size + 511) / 512
+	attr.Nlink = 1
+}
+
+func (b *batchFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	b.fillAttr(&out.Attr)
+	return 0
+}
+
+// Open takes a lease for the consumer the caller looked the batch up as.
+func (b *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if flags&writeFlags != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	lease, err := b.fs.store.Open(b.seq, callerID(ctx))
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	h := &batchHandle{lease: lease, path: b.fs.path}
+	if b.fs.path.passthrough() {
+		return &passthroughHandle{h}, fuse.FOPEN_KEEP_CACHE, 0
+	}
+	return h, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// batchHandle serves reads from the daemon; the lease keeps the blob alive.
+type batchHandle struct {
+	lease *batchstore.Lease
+	path  *dataPath
+}
+
+var (
+	_ = (fusefs.FileReader)((*batchHandle)(nil))
+	_ = (fusefs.FileReleaser)((*batchHandle)(nil))
+)
+
+func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	h.path.daemonReads.Add(1)
+	blob := h.lease.Blob()
+	if off >= blob.Size() {
+		return fuse.ReadResultData(nil), 0
+	}
+	n, err := blob.ReadAt(dest[:min(int64(len(dest)), blob.Size()-off)], off)
+	if err != nil {
+		return nil, syscall.EIO
+	}
+	h.path.daemonBytes.Add(uint64(n))
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// Release comes after the last close and munmap of this open.
+func (h *batchHandle) Release(ctx context.Context) syscall.Errno {
+	h.lease.Release()
+	return 0
+}
+
+// passthroughHandle lets the kernel read the blob's file itself. If the
+// kernel refuses, go-fuse falls back to Read, which counts daemonReads.
+type passthroughHandle struct {
+	*batchHandle
+}
+
+var _ = (fusefs.FilePassthroughFder)((*passthroughHandle)(nil))
+
+func (h *passthroughHandle) PassthroughFd() (int, bool) {
+	return h.lease.Blob().Fd(), true
+}
+
+// dataPath is how batch reads are served, and what was seen of it.
+type dataPath struct {
+	wanted      bool   // passthrough asked for and probed fine
+	reason      string // why passthrough is off, if it is
+	backing     string // the blobs' storage
+	daemonReads atomic.Uint64
+	daemonBytes atomic.Uint64
+}
+
+func (p *dataPath) passthrough() bool { return p.wanted }

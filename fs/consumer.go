@@ -1,0 +1,111 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/tsock/tsock/batchstore"
+)
+
+// batchSuffix ends every batch file name.
+const batchSuffix = ".safetensors"
+
+// BatchName is the file name of a consumer's batch number local.
+func BatchName(local uint64) string { return fmt.Sprintf("%06d%s", local, batchSuffix) }
+
+// parseBatchName inverts BatchName; names it would not produce are refused,
+// so that every batch has exactly one name.
+func parseBatchName(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, batchSuffix)
+	if !ok || len(digits) < 6 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || BatchName(n) != name {
+		return 0, false
+	}
+	return n, true
+}
+
+// consumerDir is consumers/NAME.
+type consumerDir struct {
+	readOnlyDir
+	fs   *fileSystem
+	name string
+}
+
+var (
+	_ = (fusefs.NodeOnAdder)((*consumerDir)(nil))
+	_ = (fusefs.NodeLookuper)((*consumerDir)(nil))
+	_ = (fusefs.NodeReaddirer)((*consumerDir)(nil))
+	_ = (fusefs.NodeUnlinker)((*consumerDir)(nil))
+)
+
+func (d *consumerDir) OnAdd(ctx context.Context) {
+	status := &textFile{render: func() ([]byte, error) {
+		snap, err := d.fs.store.ConsumerSnapshot(d.name)
+		if err != nil {
+			return nil, err
+		}
+		return []byte(snap.Text()), nil
+	}}
+	d.AddChild("status", d.NewPersistentInode(ctx, status, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+}
+
+// callerID is the kernel thread that made the request.
+func callerID(ctx context.Context) batchstore.CallerID {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return batchstore.CallerID(c.Pid)
+	}
+	return 0
+}
+
+// Lookup blocks until the batch is published.
+func (d *consumerDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if name == "status" {
+		child := d.GetChild(name)
+		child.Operations().(*textFile).fillAttr(&out.Attr)
+		return child, 0
+	}
+	local, ok := parseBatchName(name)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	ref, err := d.fs.store.Lookup(ctx, d.name, local, callerID(ctx))
+	if err != nil {
+		return nil, errno(err)
+	}
+	node := &batchFile{fs: d.fs, seq: ref.Seq, size: ref.Size}
+	node.fillAttr(&out.Attr)
+	return d.NewInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: batchIno(ref.Seq)}), 0
+}
+
+func (d *consumerDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	refs, err := d.fs.store.Pending(d.name)
+	if err != nil {
+		return nil, errno(err)
+	}
+	entries := []fuse.DirEntry{{Name: "status", Mode: syscall.S_IFREG}}
+	for _, ref := range refs {
+		entries = append(entries, fuse.DirEntry{Name: BatchName(ref.Local), Mode: syscall.S_IFREG, Ino: batchIno(ref.Seq)})
+	}
+	return fusefs.NewListDirStream(entries), 0
+}
+
+// Unlink gives a batch up without reading it.
+func (d *consumerDir) Unlink(ctx context.Context, name string) syscall.Errno {
+	local, ok := parseBatchName(name)
+	if !ok {
+		if name == "status" {
+			return syscall.EPERM
+		}
+		return syscall.ENOENT
+	}
+	return errno(d.fs.store.Unlink(d.name, local))
+}

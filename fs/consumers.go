@@ -1,0 +1,42 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// consumersDir is consumers/: mkdir joins, rmdir leaves.
+type consumersDir struct {
+	readOnlyDir
+	fs *fileSystem
+}
+
+var (
+	_ = (fusefs.NodeMkdirer)((*consumersDir)(nil))
+	_ = (fusefs.NodeRmdirer)((*consumersDir)(nil))
+)
+
+func (d *consumersDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if err := d.fs.store.Join(name); err != nil {
+		return nil, errno(err)
+	}
+	dir := &consumerDir{fs: d.fs, name: name}
+	// Persistent: the directory must stay listed even when the kernel
+	// forgets its inode; Rmdir drops it.
+	child := d.NewPersistentInode(ctx, dir, fusefs.StableAttr{Mode: syscall.S_IFDIR})
+	out.Mode = syscall.S_IFDIR | 0o755
+	return child, 0
+}
+
+func (d *consumersDir) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if err := d.fs.store.Leave(name); err != nil {
+		return errno(err)
+	}
+	if child := d.GetChild(name); child != nil {
+		child.ForgetPersistent()
+	}
+	return 0
+}

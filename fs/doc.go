@@ -1,0 +1,26 @@
+// Package fs is the thin go-fuse adapter over batchstore. It holds no
+// state of its own beyond what the kernel needs: every answer comes from
+// the store, and every store error maps to one errno in errno().
+//
+// The tree:
+//
+//	status                          the daemon's state, for people
+//	consumers/                      mkdir NAME joins, rmdir NAME leaves
+//	consumers/NAME/status           one consumer's state
+//	consumers/NAME/000042.safetensors  that consumer's batch 42
+//
+// Invariants:
+//   - A Lookup of a batch that is not published yet blocks in the store
+//     until it is; a signal interrupts it (EINTR). Nothing blocks in Read.
+//   - A batch has one inode (Ino = batchInoBase + its global sequence
+//     number) under every consumer directory it appears in, so the kernel
+//     keeps one page cache for it.
+//   - Entry timeouts are zero, so every open is preceded by a LOOKUP from
+//     the same thread: the store uses that to charge the open to the
+//     consumer whose directory was named.
+//   - Opens are served by FUSE passthrough from the batch's memory-backed
+//     file when the kernel allows it (probed at mount); otherwise the
+//     daemon serves reads in 1 MiB requests with FOPEN_KEEP_CACHE.
+//   - Everything but mkdir/rmdir in consumers/ and unlink of a batch is
+//     read-only (EROFS).
+package fs

@@ -1,0 +1,32 @@
+package fs
+
+import (
+	"errors"
+	"log/slog"
+	"syscall"
+
+	"github.com/tsock/tsock/batchstore"
+)
+
+// errno maps a store error to the errno the kernel gets. It is the one
+// place where that mapping lives.
+func errno(err error) syscall.Errno {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, batchstore.ErrNotFound), errors.Is(err, batchstore.ErrNoConsumer):
+		return syscall.ENOENT
+	case errors.Is(err, batchstore.ErrExists):
+		return syscall.EEXIST
+	case errors.Is(err, batchstore.ErrInterrupted):
+		return syscall.EINTR
+	case errors.Is(err, batchstore.ErrBadName):
+		return syscall.EINVAL
+	case errors.Is(err, batchstore.ErrClosed):
+		return syscall.ESHUTDOWN
+	case errors.Is(err, batchstore.ErrTooLarge):
+		return syscall.EFBIG
+	}
+	slog.Error("unexpected error in file system request", "err", err)
+	return syscall.EIO
+}

@@ -1,0 +1,192 @@
+package fs
+
+import (
+	"bufio"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/tsock/tsock/batchstore"
+)
+
+// Options configure a mount.
+type Options struct {
+	// Status renders MOUNTPOINT/status.
+	Status func() ([]byte, error)
+	// Passthrough asks for FUSE passthrough; it is used only if the
+	// kernel accepts a probe registration after mounting.
+	Passthrough bool
+	// Backing describes the blobs' storage, for DataPath.
+	Backing string
+	// ProbeFd is a file of the blobs' kind to probe passthrough with.
+	ProbeFd int
+	// Debug logs every FUSE request.
+	Debug bool
+}
+
+// requestSize is the largest read the kernel sends (its cap is 1 MiB).
+const requestSize = 1 << 20
+
+// Mounted is a live mount.
+type Mounted struct {
+	Dir    string
+	server *fuse.Server
+	fs     *fileSystem
+}
+
+// Mount serves store at dir. dir must exist and not be a mount point.
+func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkMountpoint(dir); err != nil {
+		return nil, err
+	}
+	fsys := &fileSystem{store: store, opts: opts, path: &dataPath{backing: opts.Backing}}
+	zero, attr := time.Duration(0), time.Second
+	mo := fuse.MountOptions{
+		FsName: "tsock", Name: "tsock",
+		DirectMount: true, MaxWrite: requestSize, DisableSplice: true,
+		AllowOther: os.Geteuid() == 0, Debug: opts.Debug,
+		MaxBackground: 64,
+	}
+	if opts.Debug {
+		mo.Logger = log.New(os.Stderr, "fuse: ", 0)
+	}
+	server, err := fusefs.Mount(dir, &root{fs: fsys}, &fusefs.Options{
+		MountOptions: mo, EntryTimeout: &zero, NegativeTimeout: &zero, AttrTimeout: &attr,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	m := &Mounted{Dir: dir, server: server, fs: fsys}
+	fsys.path.wanted, fsys.path.reason = m.probePassthrough(opts)
+	if err := setReadahead(dir, requestSize/1024); err != nil {
+		slog.Warn("could not raise readahead; daemon-served reads will be slower", "err", err)
+	}
+	return m, nil
+}
+
+// probePassthrough registers a backing file once: the kernel accepts it
+// only with CAP_SYS_ADMIN on Linux ≥ 6.9 with passthrough negotiated.
+// go-fuse would otherwise turn passthrough off silently at the first open.
+func (m *Mounted) probePassthrough(opts Options) (bool, string) {
+	if !opts.Passthrough {
+		return false, "off by request"
+	}
+	id, errno := m.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(opts.ProbeFd)})
+	if errno != 0 {
+		return false, fmt.Sprintf("kernel refused a backing file: %v (needs root and Linux 6.9+)", errno)
+	}
+	m.server.UnregisterBackingFd(id)
+	return true, ""
+}
+
+// DataPath says how batch reads are served right now.
+func (m *Mounted) DataPath() string {
+	p := m.fs.path
+	if p.wanted {
+		if n := p.daemonReads.Load(); n > 0 {
+			return fmt.Sprintf("passthrough from %s, but %d reads (%d bytes) came to the daemon: the kernel refused some opens",
+				p.backing, n, p.daemonBytes.Load())
+		}
+		return fmt.Sprintf("passthrough from %s (reads and mmaps never enter the daemon)", p.backing)
+	}
+	return fmt.Sprintf("daemon reads (1 MiB requests, keep-cache) from %s; passthrough off: %s", p.backing, p.reason)
+}
+
+// Passthrough reports whether opens are served by passthrough.
+func (m *Mounted) Passthrough() bool { return m.fs.path.wanted && m.fs.path.daemonReads.Load() == 0 }
+
+// Wait blocks until the file system is unmounted, by Unmount or umount(8).
+func (m *Mounted) Wait() { m.server.Wait() }
+
+// Unmount unmounts; readers still blocked in a lookup get an error.
+func (m *Mounted) Unmount() error {
+	err := m.server.Unmount()
+	if err != nil {
+		// A busy mount (a shell cd'ed into it) still goes away lazily.
+		if lerr := unix.Unmount(m.Dir, unix.MNT_DETACH); lerr == nil {
+			return nil
+		}
+		return fmt.Errorf("unmount %s: %w", m.Dir, err)
+	}
+	return nil
+}
+
+// checkMountpoint refuses a missing directory, a file, and a directory
+// that already has something mounted on it (a stale FUSE mount included).
+func checkMountpoint(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		if pe, ok := err.(*os.PathError); ok && pe.Err == syscall.ENOTCONN {
+			return fmt.Errorf("mountpoint %s: a dead FUSE mount is still there; run: umount -l %s", dir, dir)
+		}
+		return fmt.Errorf("mountpoint %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("mountpoint %s: not a directory", dir)
+	}
+	mounted, err := isMountPoint(dir)
+	if err != nil {
+		return err
+	}
+	if mounted {
+		return fmt.Errorf("mountpoint %s: already mounted (umount it first)", dir)
+	}
+	return nil
+}
+
+func isMountPoint(dir string) (bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, fmt.Errorf("read mount table: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && unescapeMountPath(fields[4]) == dir {
+			return true, nil
+		}
+	}
+	return false, sc.Err()
+}
+
+// unescapeMountPath undoes mountinfo's octal escapes (\040 for space).
+func unescapeMountPath(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%o", &v); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// setReadahead raises the mount's readahead to kb: go-fuse can only lower
+// it through MaxReadAhead.
+func setReadahead(dir string, kb int) error {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return err
+	}
+	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	return os.WriteFile(path, []byte(fmt.Sprintf("%d\n", kb)), 0)
+}

@@ -1,0 +1,154 @@
+package producer
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/memfile"
+)
+
+// building is the batch being filled.
+type building struct {
+	res     *batchstore.Reservation
+	file    *memfile.File
+	layout  batchLayout // for the capacity it was allocated with
+	epoch   int
+	index   int // batch index within the epoch
+	n       int // samples in it so far
+	labels  []int64
+	indices []int64
+}
+
+// assembler turns results, taken in order, into published batches.
+type assembler struct {
+	p          *Producer
+	cur        *building
+	epochBatch map[int]int // batches published per epoch so far
+	published  uint64      // batches published, all epochs: the next one's seq
+}
+
+// assemble consumes results until the channel closes or ctx ends.
+func (p *Producer) assemble(ctx context.Context, pool chan<- []byte, results <-chan *task) error {
+	a := &assembler{p: p, epochBatch: map[int]int{}}
+	defer a.abandon()
+	waiting := map[uint64]*task{}
+	var next uint64
+	for t := range results {
+		waiting[t.seq] = t
+		for {
+			t, ok := waiting[next]
+			if !ok {
+				break
+			}
+			delete(waiting, next)
+			next++
+			err := a.add(ctx, t)
+			pool <- t.buf
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// add places one result; it publishes when the batch is full or the
+// epoch is over.
+func (a *assembler) add(ctx context.Context, t *task) error {
+	if t.err == nil {
+		if a.cur == nil {
+			if err := a.start(ctx, t); err != nil {
+				return err
+			}
+		}
+		b := a.cur
+		at := b.layout.imagesAt() + b.n*b.layout.sampleBytes
+		copy(b.file.Bytes()[at:at+b.layout.sampleBytes], t.buf)
+		b.labels = append(b.labels, int64(a.p.cfg.Source.Label(t.index)))
+		b.indices = append(b.indices, int64(t.index))
+		b.n++
+	}
+	if a.cur != nil && (a.cur.n == a.cur.layout.samples || t.last) {
+		return a.publish()
+	}
+	return nil
+}
+
+// start reserves room and allocates the batch that t opens. Its capacity
+// is what is left of the epoch, up to the batch size.
+func (a *assembler) start(ctx context.Context, t *task) error {
+	capacity := min(a.p.cfg.BatchSize, t.epochLen-t.pos)
+	l := newBatchLayout(capacity, a.p.cfg.ImageSize)
+	res, err := a.p.store.Reserve(ctx, int64(l.size))
+	if err != nil {
+		return err
+	}
+	f, err := a.p.alloc.Create(int64(l.size))
+	if err != nil {
+		res.Cancel()
+		return fmt.Errorf("allocate batch %d of epoch %d: %w", a.epochBatch[t.epoch], t.epoch, err)
+	}
+	a.cur = &building{res: res, file: f, layout: l, epoch: t.epoch, index: a.epochBatch[t.epoch]}
+	return nil
+}
+
+// publish finishes the batch's file and hands it to the store.
+func (a *assembler) publish() error {
+	b := a.cur
+	a.cur = nil
+	if b.n < b.layout.samples {
+		if err := b.shrink(); err != nil {
+			b.res.Cancel()
+			b.file.Free()
+			return err
+		}
+	}
+	data := b.file.Bytes()
+	for i := 0; i < b.n; i++ {
+		binary.LittleEndian.PutUint64(data[b.layout.labelsAt()+8*i:], uint64(b.labels[i]))
+		binary.LittleEndian.PutUint64(data[b.layout.indicesAt()+8*i:], uint64(b.indices[i]))
+	}
+	meta := batchMeta{epoch: b.epoch, index: b.index, seq: a.published,
+		imageSize: a.p.cfg.ImageSize, layout: a.p.cfg.Layout, transform: a.p.cfg.Transform}
+	hdr, err := b.layout.header(meta)
+	if err == nil {
+		copy(data, hdr)
+		err = b.file.Seal()
+	}
+	if err == nil {
+		_, err = b.res.Publish(b.file, batchstore.Info{Epoch: b.epoch, Index: b.index, Samples: b.n})
+	}
+	if err != nil {
+		b.res.Cancel()
+		b.file.Free()
+		return fmt.Errorf("publish batch %d of epoch %d: %w", b.index, b.epoch, err)
+	}
+	a.epochBatch[b.epoch]++
+	a.published++
+	return nil
+}
+
+// shrink lays a batch that came out short (skipped samples at the end of
+// an epoch) out again for its real count: the images move down to their
+// new offset and the file is cut.
+func (b *building) shrink() error {
+	l := layoutFor(b.n, b.layout.sampleBytes)
+	data := b.file.Bytes()
+	copy(data[l.imagesAt():], data[b.layout.imagesAt():b.layout.imagesAt()+b.n*l.sampleBytes])
+	if err := b.file.Truncate(int64(l.size)); err != nil {
+		return fmt.Errorf("shrink batch %d of epoch %d: %w", b.index, b.epoch, err)
+	}
+	b.layout = l
+	return nil
+}
+
+// abandon frees a half-built batch when the pipeline stops.
+func (a *assembler) abandon() {
+	if a.cur != nil {
+		a.cur.res.Cancel()
+		a.cur.file.Free()
+		a.cur = nil
+	}
+}

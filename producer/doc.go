@@ -1,0 +1,21 @@
+// Package producer turns a source of images into batches in the store: the
+// one pipeline that every consumer shares.
+//
+// A dispatcher walks each epoch's shuffled order and hands samples to
+// workers (all cores by default); each worker decodes, crops, resizes and
+// flips into a reusable sample buffer; the assembler takes the results in
+// order, copies them into a memory-backed batch file, and publishes it.
+// The assembler reserves room in the store before it allocates a file, so
+// memory never exceeds --buffer; when the buffer is full the assembler
+// blocks, then the workers run out of sample buffers and block too.
+//
+// Invariants:
+//   - Each epoch holds every decodable sample exactly once; a batch never
+//     straddles two epochs; only an epoch's last batch may be short.
+//   - A sample's crop and flip depend only on (seed, epoch, dataset index),
+//     and an epoch's order only on (seed, epoch): any run with the same
+//     seed produces the same bytes, whatever the worker count.
+//   - A sample that fails to load or decode is skipped, counted once per
+//     file with its reason, and left out of later epochs; the batch is
+//     filled from the samples after it, so the order stays deterministic.
+package producer

@@ -1,0 +1,149 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// imageExts are the extensions torchvision's ImageFolder accepts.
+var imageExts = map[string]bool{
+	".jpg": true, ".jpeg": true, ".png": true, ".ppm": true, ".bmp": true,
+	".pgm": true, ".tif": true, ".tiff": true, ".webp": true, ".gif": true,
+}
+
+// Folder is a directory in torchvision ImageFolder form: one sub-directory
+// per class, classes sorted by name get labels 0..C-1, files sorted by
+// name within a class; a sample's index is its position in that order.
+type Folder struct {
+	root    string
+	classes []string
+	paths   []string
+	labels  []int32
+}
+
+// ScanFolder lists root. It fails when root is missing, not a directory,
+// or holds no image files in class sub-directories.
+func ScanFolder(root string) (*Folder, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", root, err)
+	}
+	f := &Folder{root: root}
+	for _, e := range entries { // ReadDir sorts by name
+		if !isDir(root, e) || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		files, err := listImages(filepath.Join(root, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("source %s: %w", root, err)
+		}
+		if len(files) == 0 {
+			continue // torchvision skips empty classes too
+		}
+		label := int32(len(f.classes))
+		f.classes = append(f.classes, e.Name())
+		for _, p := range files {
+			f.paths = append(f.paths, p)
+			f.labels = append(f.labels, label)
+		}
+	}
+	if len(f.paths) == 0 {
+		return nil, fmt.Errorf("source %s: no image files (%s) in class sub-directories", root, extList())
+	}
+	return f, nil
+}
+
+// isDir follows symlinks, as ImageFolder does.
+func isDir(root string, e os.DirEntry) bool {
+	if e.IsDir() {
+		return true
+	}
+	st, err := os.Stat(filepath.Join(root, e.Name()))
+	return err == nil && st.IsDir()
+}
+
+// listImages lists dir's image files recursively, sorted by path.
+func listImages(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && imageExts[strings.ToLower(filepath.Ext(p))] {
+			files = append(files, p)
+		}
+		return nil
+	})
+	sort.Strings(files)
+	return files, err
+}
+
+func extList() string {
+	exts := make([]string, 0, len(imageExts))
+	for e := range imageExts {
+		exts = append(exts, e)
+	}
+	sort.Strings(exts)
+	return strings.Join(exts, " ")
+}
+
+// Describe implements Source.
+func (f *Folder) Describe() string { return f.root }
+
+// Len implements Source.
+func (f *Folder) Len() int { return len(f.paths) }
+
+// Classes implements Source.
+func (f *Folder) Classes() []string { return f.classes }
+
+// Label implements Source.
+func (f *Folder) Label(i int) int { return int(f.labels[i]) }
+
+// Name implements Source.
+func (f *Folder) Name(i int) string { return f.paths[i] }
+
+// Load implements Source.
+func (f *Folder) Load(i int, dst *RGB, scratch *[]byte) error {
+	data, err := readFile(f.paths[i], scratch)
+	if err != nil {
+		return err
+	}
+	return decodeImage(data, dst)
+}
+
+// maxFileSize bounds one encoded image read into memory.
+const maxFileSize = 256 << 20
+
+// readFile reads a regular file into *buf, growing it as needed.
+func readFile(path string, buf *[]byte) ([]byte, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fd.Close()
+	st, err := fd.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", st.Mode().Type())
+	}
+	if st.Size() > maxFileSize {
+		return nil, fmt.Errorf("file of %d bytes is over the %d-byte limit", st.Size(), maxFileSize)
+	}
+	n := int(st.Size())
+	if cap(*buf) < n+1 {
+		*buf = make([]byte, n+1)
+	}
+	b := (*buf)[:n+1]
+	got, err := io.ReadFull(fd, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, err
+	}
+	return b[:got], nil
+}

@@ -1,0 +1,215 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/memfile"
+)
+
+// Config is what the producer makes.
+type Config struct {
+	Source    Source
+	BatchSize int
+	ImageSize int
+	Epochs    int // 0: forever
+	Workers   int // 0: one per core
+	Seed      uint64
+	Layout    Layout
+	Transform Transform
+}
+
+// Validate checks the numbers a user gives.
+func (c *Config) Validate() error {
+	switch {
+	case c.Source == nil:
+		return errors.New("no source")
+	case c.BatchSize <= 0:
+		return fmt.Errorf("batch size %d: must be at least 1", c.BatchSize)
+	case c.ImageSize <= 0 || c.ImageSize > 4096:
+		return fmt.Errorf("image size %d: must be 1 to 4096", c.ImageSize)
+	case c.Epochs < 0:
+		return fmt.Errorf("epochs %d: must be 0 (forever) or more", c.Epochs)
+	case c.Workers < 0:
+		return fmt.Errorf("workers %d: must be 0 (all cores) or more", c.Workers)
+	}
+	if _, err := ParseLayout(string(c.Layout)); err != nil {
+		return err
+	}
+	if _, err := ParseTransform(string(c.Transform)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// BatchBytes is the size of a full batch file.
+func (c *Config) BatchBytes() int64 {
+	return int64(newBatchLayout(c.BatchSize, c.ImageSize).size)
+}
+
+// Producer fills a store from a source.
+type Producer struct {
+	cfg   Config
+	store *batchstore.Store
+	alloc *memfile.Allocator
+	log   *slog.Logger
+	stats *Stats
+}
+
+// New returns a producer; Run starts it.
+func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator, log *slog.Logger) (*Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = runtime.NumCPU()
+	}
+	if cfg.BatchBytes() > store.Limit() {
+		return nil, fmt.Errorf("buffer of %d bytes is smaller than one batch (%d bytes for %d images of %dx%d): raise --buffer or lower --batch-size",
+			store.Limit(), cfg.BatchBytes(), cfg.BatchSize, cfg.ImageSize, cfg.ImageSize)
+	}
+	return &Producer{cfg: cfg, store: store, alloc: alloc, log: log, stats: newStats()}, nil
+}
+
+// Stats is the producer's live counters.
+func (p *Producer) Stats() *Stats { return p.stats }
+
+// Config is the configuration in force (workers filled in).
+func (p *Producer) Config() Config { return p.cfg }
+
+// task is one sample to make; seq orders tasks across epochs.
+type task struct {
+	seq      uint64
+	epoch    int
+	index    int  // dataset index
+	last     bool // the epoch's last sample
+	epochLen int  // samples in this epoch's order
+	pos      int  // position in this epoch's order
+	buf      []byte
+	err      error
+}
+
+// Run produces every epoch, then tells the store it is finished. It
+// returns when done, when ctx ends, or on a failure that stops the
+// pipeline (no decodable sample at all).
+func (p *Producer) Run(ctx context.Context) error {
+	defer p.store.Finish()
+	if p.cfg.Epochs > 0 {
+		perEpoch := (p.cfg.Source.Len() + p.cfg.BatchSize - 1) / p.cfg.BatchSize
+		p.store.ExpectAtMost(uint64(p.cfg.Epochs * perEpoch))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sampleBytes := 3 * p.cfg.ImageSize * p.cfg.ImageSize
+	pool := make(chan []byte, 4*p.cfg.Workers+2)
+	for range cap(pool) {
+		pool <- make([]byte, sampleBytes)
+	}
+	tasks := make(chan *task)
+	results := make(chan *task, cap(pool))
+	var wg sync.WaitGroup
+	var dispatchErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(tasks)
+		dispatchErr = p.dispatch(ctx, pool, tasks)
+	}()
+	for range p.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.work(ctx, tasks, results)
+		}()
+	}
+	go func() { wg.Wait(); close(results) }()
+	err := p.assemble(ctx, pool, results)
+	cancel()
+	for range results { // let the workers finish
+	}
+	if err == nil {
+		err = dispatchErr
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, batchstore.ErrInterrupted) || errors.Is(err, batchstore.ErrClosed) {
+		return nil
+	}
+	if err != nil {
+		p.stats.fail(err)
+	}
+	return err
+}
+
+// dispatch emits every epoch's samples in order, each with a free buffer.
+func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- *task) error {
+	var seq uint64
+	for epoch := 0; p.cfg.Epochs == 0 || epoch < p.cfg.Epochs; epoch++ {
+		order := p.order(epoch)
+		if len(order) == 0 {
+			return fmt.Errorf("epoch %d: no decodable image in %s (%d skipped)", epoch, p.cfg.Source.Describe(), p.stats.Skipped())
+		}
+		p.stats.beginEpoch(epoch, len(order))
+		for pos, index := range order {
+			t := &task{seq: seq, epoch: epoch, index: index, pos: pos, epochLen: len(order), last: pos == len(order)-1}
+			seq++
+			select {
+			case t.buf = <-pool:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			select {
+			case tasks <- t:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		// Wait for the epoch's verdicts before shuffling the next one, so
+		// that samples found bad are left out of it (and of all later ones)
+		// the same way whatever the timing.
+		if err := p.stats.waitEpoch(ctx, epoch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// order is epoch's shuffled sample order, without known-bad samples.
+func (p *Producer) order(epoch int) []int {
+	n := p.cfg.Source.Len()
+	order := make([]int, 0, n)
+	for i := range n {
+		if !p.stats.isBad(i) {
+			order = append(order, i)
+		}
+	}
+	if p.cfg.Transform == Train {
+		rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(epoch)^0x5368756666))
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
+	return order
+}
+
+// work makes samples until tasks closes.
+func (p *Producer) work(ctx context.Context, tasks <-chan *task, results chan<- *task) {
+	var img RGB
+	var scratch []byte
+	rs := newResampler(p.cfg.ImageSize, p.cfg.Layout)
+	for t := range tasks {
+		t.err = p.cfg.Source.Load(t.index, &img, &scratch)
+		if t.err == nil {
+			c := cropFor(p.cfg.Transform, p.cfg.Seed, t.epoch, t.index, img.W, img.H)
+			rs.resize(&img, c, t.buf)
+		}
+		p.stats.verdict(t.epoch, t.index, p.cfg.Source.Name(t.index), t.err)
+		select {
+		case results <- t:
+		case <-ctx.Done():
+			return
+		}
+	}
+}

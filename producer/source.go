@@ -1,0 +1,41 @@
+package producer
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Source is a dataset: samples numbered 0..Len()-1 in a fixed order, each
+// with a class label.
+type Source interface {
+	// Describe names the source for status files.
+	Describe() string
+	// Len is the number of samples.
+	Len() int
+	// Classes are the class names; labels index into them.
+	Classes() []string
+	// Label is sample i's class.
+	Label(i int) int
+	// Name identifies sample i in error messages (a path for files).
+	Name(i int) string
+	// Load decodes sample i into dst. scratch is the worker's own buffer
+	// for encoded bytes, kept between calls to avoid garbage.
+	Load(i int, dst *RGB, scratch *[]byte) error
+}
+
+// Open parses a --source value: a directory in ImageFolder form, or
+// "synthetic:N" for N generated images.
+func Open(spec string) (Source, error) {
+	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
+		n, err := strconv.Atoi(rest)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("source %q: synthetic:N needs a positive whole number of images", spec)
+		}
+		return NewSynthetic(n, 10), nil
+	}
+	if spec == "" {
+		return nil, fmt.Errorf("source: no directory given")
+	}
+	return ScanFolder(spec)
+}
