@@ -135,10 +135,11 @@ type Ref struct {
 	Local uint64 // the consumer's own number for it
 	Size  int64
 	Info  Info
+	Time  time.Time // when it was published
 }
 
 func (s *Store) ref(c *consumer, b *batch) Ref {
-	return Ref{Seq: b.seq, Local: b.seq - c.base, Size: b.blob.Size(), Info: b.info}
+	return Ref{Seq: b.seq, Local: b.seq - c.base, Size: b.blob.Size(), Info: b.info, Time: b.at}
 }
 
 // Lookup returns consumer name's batch number local, blocking until it is

@@ -84,6 +84,7 @@ func (r *Reservation) Publish(blob Blob, info Info) (uint64, error) {
 	b := &batch{
 		seq:     s.nextSeq,
 		info:    info,
+		at:      time.Now(),
 		blob:    blob,
 		pending: make(map[*consumer]struct{}, len(s.consumers)),
 		lookups: make(map[CallerID]*consumer),

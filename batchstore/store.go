@@ -60,6 +60,7 @@ type storeStats struct {
 type batch struct {
 	seq      uint64
 	info     Info
+	at       time.Time // when it was published
 	blob     Blob
 	pending  map[*consumer]struct{} // consumers that have not consumed it yet
 	consumed int                    // how many consumers consumed it
@@ -121,12 +122,23 @@ func (s *Store) Finish() {
 	s.broadcast()
 }
 
-// Close frees every held batch and fails every waiter with ErrClosed.
-// Leases still open keep working only as far as their blob allows.
+// Shutdown fails every waiter and every later call with ErrClosed but
+// frees nothing: open leases keep reading until the file system is
+// unmounted. The FUSE server cannot unmount while a lookup is blocked, so
+// Shutdown comes first, then unmount, then Close.
+func (s *Store) Shutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.broadcast()
+}
+
+// Close shuts down and frees every held batch. Call it when nothing can
+// read a lease any more.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed && len(s.held) == 0 {
 		return nil
 	}
 	s.closed = true

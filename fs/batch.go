@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -24,6 +25,7 @@ type batchFile struct {
 	fs   *fileSystem
 	seq  uint64
 	size int64
+	at   time.Time
 }
 
 var (
@@ -36,6 +38,7 @@ func (b *batchFile) fillAttr(attr *fuse.Attr) {
 	attr.Size = uint64(b.size)
 	attr.Blocks = (attr.Size + 511) / 512
 	attr.Nlink = 1
+	attr.SetTimes(&b.at, &b.at, &b.at)
 }
 
 func (b *batchFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {

@@ -81,7 +81,7 @@ func (d *consumerDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	if err != nil {
 		return nil, errno(err)
 	}
-	node := &batchFile{fs: d.fs, seq: ref.Seq, size: ref.Size}
+	node := &batchFile{fs: d.fs, seq: ref.Seq, size: ref.Size, at: ref.Time}
 	node.fillAttr(&out.Attr)
 	return d.NewInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: batchIno(ref.Seq)}), 0
 }

@@ -111,8 +111,12 @@ func (m *Mounted) Passthrough() bool { return m.fs.path.wanted && m.fs.path.daem
 // Wait blocks until the file system is unmounted, by Unmount or umount(8).
 func (m *Mounted) Wait() { m.server.Wait() }
 
-// Unmount unmounts; readers still blocked in a lookup get an error.
+// Unmount unmounts, unless umount(8) already did; readers still blocked
+// in a lookup get an error.
 func (m *Mounted) Unmount() error {
+	if still, err := isMountPoint(m.Dir); err == nil && !still {
+		return nil
+	}
 	err := m.server.Unmount()
 	if err != nil {
 		// A busy mount (a shell cd'ed into it) still goes away lazily.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -58,12 +57,11 @@ type Producer struct {
 	cfg   Config
 	store *batchstore.Store
 	alloc *memfile.Allocator
-	log   *slog.Logger
 	stats *Stats
 }
 
 // New returns a producer; Run starts it.
-func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator, log *slog.Logger) (*Producer, error) {
+func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -74,7 +72,7 @@ func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator, log *slo
 		return nil, fmt.Errorf("buffer of %d bytes is smaller than one batch (%d bytes for %d images of %dx%d): raise --buffer or lower --batch-size",
 			store.Limit(), cfg.BatchBytes(), cfg.BatchSize, cfg.ImageSize, cfg.ImageSize)
 	}
-	return &Producer{cfg: cfg, store: store, alloc: alloc, log: log, stats: newStats()}, nil
+	return &Producer{cfg: cfg, store: store, alloc: alloc, stats: newStats()}, nil
 }
 
 // Stats is the producer's live counters.

@@ -99,7 +99,7 @@ func (a *Allocator) Close() error {
 type File struct {
 	fd   int
 	size int64
-	mu   sync.Mutex
+	mu   sync.RWMutex
 	data []byte // writable mapping until Seal
 	free bool
 }
@@ -143,6 +143,11 @@ func (f *File) Seal() error {
 
 // ReadAt reads from the file, for daemon-served reads.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.free { // the fd number may already name another file
+		return 0, fmt.Errorf("read batch file at %d: already freed", off)
+	}
 	n, err := unix.Pread(f.fd, p, off)
 	if err != nil {
 		return n, fmt.Errorf("read batch file at %d: %w", off, err)

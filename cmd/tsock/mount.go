@@ -119,18 +119,25 @@ func (c *mountCommand) Run(ctx context.Context) error {
 	var err error
 	select {
 	case <-ctx.Done():
-		slog.Info("signal received: unmounting", "mountpoint", c.mounted.Dir)
 	case <-unmounted:
-		slog.Info("unmounted from outside", "mountpoint", c.mounted.Dir)
 	case err = <-produced:
 		produced = nil
 		if err != nil {
 			err = fmt.Errorf("producer stopped: %w", err)
 			break
 		}
-		select { // all produced: keep serving what is left
+		slog.Info("every batch produced; serving the rest until unmounted")
+		select {
 		case <-ctx.Done():
 		case <-unmounted:
+		}
+	}
+	select {
+	case <-unmounted:
+		slog.Info("unmounted from outside", "mountpoint", c.mounted.Dir)
+	default:
+		if ctx.Err() != nil {
+			slog.Info("signal received: unmounting", "mountpoint", c.mounted.Dir)
 		}
 	}
 	cancel()
@@ -152,7 +159,7 @@ func (c *mountCommand) setUp() error {
 	if c.alloc, err = newAllocator(c.storage); err != nil {
 		return err
 	}
-	if c.producer, err = producer.New(c.cfg, c.store, c.alloc, slog.Default()); err != nil {
+	if c.producer, err = producer.New(c.cfg, c.store, c.alloc); err != nil {
 		return err
 	}
 	c.cfg = c.producer.Config()
@@ -188,6 +195,9 @@ func newAllocator(kind string) (*memfile.Allocator, error) {
 // Close unmounts and frees everything; safe after a failed Run.
 func (c *mountCommand) Close() error {
 	var errs []error
+	if c.store != nil {
+		c.store.Shutdown() // wake blocked lookups, or unmount waits for them
+	}
 	if c.mounted != nil {
 		errs = append(errs, c.mounted.Unmount())
 	}

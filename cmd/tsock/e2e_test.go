@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tsock/tsock/fs"
+	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/producertest"
+)
+
+// TestMain doubles as a consumer process: with TSOCK_TEST_CONSUMER=DIR
+// and TSOCK_TEST_OUT=OUT it copies DIR's batches, in order, to OUT until
+// ENOENT. Any other error exits 1.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("TSOCK_TEST_CONSUMER"); dir != "" {
+		os.Exit(consumerProcess(dir, os.Getenv("TSOCK_TEST_OUT")))
+	}
+	os.Exit(m.Run())
+}
+
+func consumerProcess(dir, out string) int {
+	for i := uint64(0); ; i++ {
+		b, err := os.ReadFile(filepath.Join(dir, fs.BatchName(i)))
+		if errors.Is(err, os.ErrNotExist) {
+			return 0
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(out, fs.BatchName(i)), b, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "consumer:", err)
+			return 1
+		}
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// tsockBinary builds cmd/tsock once per test run.
+func tsockBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tsock-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "tsock")
+		out, err := exec.Command("go", "build", "-race", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// daemon is a running "tsock mount".
+type daemon struct {
+	cmd    *exec.Cmd
+	dir    string
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+// startDaemon runs tsock mount DIR args… and waits for its ready line.
+func startDaemon(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	needFUSE(t)
+	d := &daemon{dir: t.TempDir(), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	d.cmd = exec.Command(tsockBinary(t), append([]string{"mount", d.dir}, args...)...)
+	stdout, err := d.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		ready <- line
+		io.Copy(io.Discard, stdout)
+	}()
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.done:
+		case <-time.After(30 * time.Second):
+			d.cmd.Process.Kill()
+		}
+		syscall.Unmount(d.dir, syscall.MNT_DETACH) // only if the daemon failed to
+	})
+	select {
+	case line := <-ready:
+		if !strings.HasPrefix(line, "tsock: mounted ") {
+			t.Fatalf("no ready line: %q\nstderr: %s", line, d.stderr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("daemon not ready in 60s; stderr: %s", d.stderr)
+	}
+	return d
+}
+
+// stop sends SIGTERM and checks a clean exit and unmount.
+func (d *daemon) stop(t *testing.T) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-d.done:
+		d.done <- err // for Cleanup
+		if err != nil {
+			t.Fatalf("daemon exit after SIGTERM: %v\nstderr: %s", err, d.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon did not exit in 30s after SIGTERM")
+	}
+	if mounted(t, d.dir) {
+		t.Fatal("mount left behind after SIGTERM")
+	}
+}
+
+// consume starts a consumer process that copies NAME's batches to a dir.
+func consume(t *testing.T, d *daemon, name string) (*exec.Cmd, string) {
+	t.Helper()
+	if err := os.Mkdir(filepath.Join(d.dir, "consumers", name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "TSOCK_TEST_CONSUMER="+filepath.Join(d.dir, "consumers", name), "TSOCK_TEST_OUT="+out)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
+}
+
+// readCopies parses the batches a consumer process copied out.
+func readCopies(t *testing.T, dir string) ([]*producer.Batch, [][]byte) {
+	t.Helper()
+	var batches []*producer.Batch
+	var raw [][]byte
+	for i := uint64(0); ; i++ {
+		b, err := os.ReadFile(filepath.Join(dir, fs.BatchName(i)))
+		if errors.Is(err, os.ErrNotExist) {
+			return batches, raw
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		pb, err := producer.ParseBatch(b)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		batches, raw = append(batches, pb), append(raw, b)
+	}
+}
+
+func TestEndToEndThreeConsumersTwoEpochs(t *testing.T) {
+	for _, dataPath := range [][]string{
+		{"--storage", "tmpfs"},
+		{"--storage", "memfd", "--passthrough", "off"},
+	} {
+		t.Run(strings.Join(dataPath, " "), func(t *testing.T) { endToEnd(t, dataPath) })
+	}
+}
+
+func endToEnd(t *testing.T, dataPath []string) {
+	src := producertest.Folder(t, 45, 4)
+	bad, _ := producertest.BadFiles(t, src, "class002")
+	folder, err := producer.ScanFolder(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batch = 8
+	// A buffer of three batches: the producer must wait for the readers.
+	buffer := fmt.Sprint(3 * (producer.DataStart + batch*(16+3*32*32)))
+	d := startDaemon(t, append([]string{"--source", src, "--batch-size", "8", "--image-size", "32",
+		"--epochs", "2", "--buffer", buffer, "--workers", "2"}, dataPath...)...)
+	var cmds []*exec.Cmd
+	var outs []string
+	for _, name := range []string{"trial-1", "trial-2", "trial-3"} {
+		cmd, out := consume(t, d, name)
+		cmds, outs = append(cmds, cmd), append(outs, out)
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("consumer %d: %v", i, err)
+		}
+	}
+	var good []int
+	for i := 0; i < folder.Len(); i++ {
+		if !isIn(bad, folder.Name(i)) {
+			good = append(good, i)
+		}
+	}
+	want := producertest.Stream{Good: good, Label: folder.Label, BatchSize: batch, Epochs: 2}
+	var first [][]byte
+	for i, out := range outs {
+		batches, raw := readCopies(t, out)
+		if err := want.Check(batches); err != nil {
+			t.Fatalf("consumer %d: %v", i, err)
+		}
+		if i == 0 {
+			first = raw
+			continue
+		}
+		if len(raw) != len(first) {
+			t.Fatalf("consumer %d read %d batches, consumer 0 read %d", i, len(raw), len(first))
+		}
+		for k := range raw {
+			if !bytes.Equal(raw[k], first[k]) {
+				t.Fatalf("consumer %d's batch %d differs from consumer 0's", i, k)
+			}
+		}
+	}
+	status, err := os.ReadFile(filepath.Join(d.dir, "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"state: finished", fmt.Sprintf("skipped inputs: %d", len(bad)), "trial-3: "} {
+		if !strings.Contains(string(status), line) {
+			t.Errorf("status lacks %q:\n%s", line, status)
+		}
+	}
+	d.stop(t)
+}
+
+func isIn(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestMountTwiceFails(t *testing.T) {
+	d := startDaemon(t, "--source", "synthetic:20", "--batch-size", "4", "--image-size", "16")
+	code, out := runCLI(t, "mount", d.dir, "--source", "synthetic:20")
+	if code != exitError || !strings.Contains(out, "already mounted") {
+		t.Fatalf("second mount: exit %d, %q", code, out)
+	}
+	// The first mount is untouched.
+	if _, err := os.Stat(filepath.Join(d.dir, "status")); err != nil {
+		t.Fatal(err)
+	}
+	d.stop(t)
+}
+
+func TestUmountFromOutsideExits0(t *testing.T) {
+	d := startDaemon(t, "--source", "synthetic:20", "--batch-size", "4", "--image-size", "16")
+	if out, err := exec.Command("umount", d.dir).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v %s", err, out)
+	}
+	select {
+	case err := <-d.done:
+		d.done <- err
+		if err != nil {
+			t.Fatalf("exit after umount: %v\n%s", err, d.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon still running 30s after umount")
+	}
+}

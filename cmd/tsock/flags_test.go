@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tsock/tsock/producer/producertest"
+)
+
+func runCLI(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return code, out.String() + errOut.String()
+}
+
+func TestBadFlagsExit2WithUsage(t *testing.T) {
+	mp := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mount", mp, "--source", "synthetic:10", "--batch-size", "0"}, "--batch-size 0"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--buffer", "lots"}, `--buffer "lots"`},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--buffer", "0"}, "--buffer"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--image-size", "-3"}, "--image-size"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--epochs", "-1"}, "--epochs"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--layout", "chw"}, "layout"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--transform", "x"}, "transform"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--workers", "-1"}, "--workers"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--storage", "disk"}, "--storage"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--batch-size", "many"}, "batch-size"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--no-such-flag"}, "no-such-flag"},
+		{[]string{"mount", mp}, "--source is required"},
+		{[]string{"mount", "--source", "synthetic:10"}, "one MOUNTPOINT"},
+		{[]string{"frobnicate"}, "unknown command"},
+		{[]string{}, "usage: tsock"},
+		{[]string{"gendata", mp, "--quality", "0"}, "--quality"},
+	} {
+		code, out := runCLI(t, tc.args...)
+		if code != exitUsage || !strings.Contains(out, tc.want) || !strings.Contains(out, "usage:") {
+			t.Errorf("tsock %v: exit %d, output %q; want exit 2 with %q and usage", tc.args, code, out, tc.want)
+		}
+	}
+}
+
+func TestHelpExits0(t *testing.T) {
+	code, out := runCLI(t, "mount", "--help")
+	if code != exitOK || !strings.Contains(out, "--batch-size") {
+		t.Fatalf("exit %d, %q", code, out)
+	}
+}
+
+func TestRuntimeErrorsExit1(t *testing.T) {
+	needFUSE(t)
+	mp := t.TempDir()
+	src := producertest.Folder(t, 4, 2)
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mount", mp, "--source", "/nonexistent/data"}, "/nonexistent/data"},
+		{[]string{"mount", mp, "--source", t.TempDir()}, "no image files"},
+		{[]string{"mount", mp, "--source", src, "--buffer", "1MiB"}, "smaller than one batch"},
+		{[]string{"mount", filepath.Join(mp, "missing"), "--source", src}, "missing"},
+		{[]string{"mount", file, "--source", src}, "not a directory"},
+	} {
+		code, out := runCLI(t, tc.args...)
+		if code != exitError || !strings.Contains(out, tc.want) {
+			t.Errorf("tsock %v: exit %d, output %q; want exit 1 with %q", tc.args, code, out, tc.want)
+		}
+	}
+	if mounted(t, mp) {
+		t.Fatal("a failed mount left a mount behind")
+	}
+}

@@ -1,0 +1,120 @@
+package fs_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/fs"
+)
+
+// needFUSE skips, loudly, where a real mount is impossible.
+func needFUSE(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("SKIPPED: no /dev/fuse (%v): real-mount tests cannot run here", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: not root: real-mount tests mount with DirectMount and need root")
+	}
+}
+
+// env is a store served at a fresh mount point.
+type env struct {
+	t     *testing.T
+	store *batchstore.Store
+	alloc *memfile.Allocator
+	m     *fs.Mounted
+	dir   string
+}
+
+func mount(t *testing.T, passthrough bool) *env {
+	t.Helper()
+	needFUSE(t)
+	e := &env{t: t, store: batchstore.New(64 << 20), alloc: memfile.NewMemFD(), dir: t.TempDir()}
+	probe, err := e.alloc.Create(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Free()
+	e.m, err = fs.Mount(e.dir, e.store, fs.Options{
+		Status:      func() ([]byte, error) { return []byte("ok\n"), nil },
+		Passthrough: passthrough, Backing: "memfd", ProbeFd: probe.Fd(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.store.Shutdown()
+		if err := e.m.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+		e.store.Close()
+	})
+	return e
+}
+
+// both runs a test once per data path.
+func both(t *testing.T, test func(t *testing.T, e *env)) {
+	for _, pt := range []bool{true, false} {
+		t.Run(fmt.Sprintf("passthrough=%v", pt), func(t *testing.T) {
+			e := mount(t, pt)
+			if pt != e.m.Passthrough() {
+				t.Fatalf("asked passthrough=%v, got data path %q", pt, e.m.DataPath())
+			}
+			test(t, e)
+		})
+	}
+}
+
+// content is batch seq's bytes: distinct per batch, size varies.
+func content(seq int) []byte {
+	b := bytes.Repeat([]byte(fmt.Sprintf("batch %06d|", seq)), 1000+seq*377)
+	return b
+}
+
+// publish writes content(seq) into a memory file and publishes it.
+func (e *env) publish(seq int) {
+	e.t.Helper()
+	data := content(seq)
+	f, err := e.alloc.Create(int64(len(data)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	copy(f.Bytes(), data)
+	if err := f.Seal(); err != nil {
+		e.t.Fatal(err)
+	}
+	r, err := e.store.Reserve(context.Background(), int64(len(data)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := r.Publish(f, batchstore.Info{Epoch: 0, Index: seq, Samples: 1}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) path(parts ...string) string {
+	return filepath.Join(append([]string{e.dir}, parts...)...)
+}
+
+func (e *env) batch(consumer string, local int) string {
+	return e.path("consumers", consumer, fs.BatchName(uint64(local)))
+}
+
+func (e *env) join(names ...string) {
+	e.t.Helper()
+	for _, n := range names {
+		if err := os.Mkdir(e.path("consumers", n), 0o755); err != nil {
+			e.t.Fatalf("join %s: %v", n, err)
+		}
+	}
+}
+
+func sum(b []byte) string { return fmt.Sprintf("%x", sha256.Sum256(b)) }

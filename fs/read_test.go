@@ -1,0 +1,221 @@
+package fs_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestReadsAreSharedAndConsumed(t *testing.T) {
+	both(t, func(t *testing.T, e *env) {
+		e.join("a", "b")
+		e.publish(0)
+		e.publish(1)
+		var sa, sb syscall.Stat_t
+		if err := syscall.Stat(e.batch("a", 0), &sa); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Stat(e.batch("b", 0), &sb); err != nil {
+			t.Fatal(err)
+		}
+		if sa.Ino != sb.Ino {
+			t.Fatalf("one batch, two inodes: %d and %d", sa.Ino, sb.Ino)
+		}
+		got, err := os.ReadFile(e.batch("a", 0))
+		if err != nil || sum(got) != sum(content(0)) {
+			t.Fatalf("a read wrong bytes: %v", err)
+		}
+		waitFor(t, "a's release", func() bool { cs, _ := e.store.ConsumerSnapshot("a"); return cs.BatchesRead == 1 })
+		if _, err := os.Stat(e.batch("a", 0)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a's consumed batch still there: %v", err)
+		}
+		if e.store.Snapshot().Held != 2 {
+			t.Fatal("batch freed before b read it")
+		}
+		got, err = os.ReadFile(e.batch("b", 0))
+		if err != nil || sum(got) != sum(content(0)) {
+			t.Fatalf("b read wrong bytes: %v", err)
+		}
+		waitFor(t, "b's release", func() bool { return e.store.Snapshot().Freed == 1 })
+		if snap := e.store.Snapshot(); snap.Held != 1 || snap.Freed != 1 {
+			t.Fatalf("after both read: held %d freed %d, want 1 1", snap.Held, snap.Freed)
+		}
+		if cs, _ := e.store.ConsumerSnapshot("a"); cs.BatchesRead != 1 || cs.Position != 1 {
+			t.Fatalf("a's status %+v", cs)
+		}
+	})
+}
+
+func TestPassthroughKeepsReadsOutOfTheDaemon(t *testing.T) {
+	e := mount(t, true)
+	e.join("a")
+	e.publish(0)
+	if _, err := os.ReadFile(e.batch("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if !e.m.Passthrough() {
+		t.Fatalf("reads came to the daemon: %s", e.m.DataPath())
+	}
+}
+
+func TestLookupBlocksUntilPublished(t *testing.T) {
+	both(t, func(t *testing.T, e *env) {
+		e.join("a")
+		got := make(chan []byte, 1)
+		go func() {
+			b, err := os.ReadFile(e.batch("a", 0))
+			if err != nil {
+				t.Errorf("read: %v", err)
+			}
+			got <- b
+		}()
+		waitWaiting(t, e, "a")
+		select {
+		case <-got:
+			t.Fatal("read returned before the batch was published")
+		default:
+		}
+		e.publish(0)
+		if b := <-got; sum(b) != sum(content(0)) {
+			t.Fatal("blocked reader got wrong bytes")
+		}
+	})
+}
+
+// waitWaiting returns once consumer name is blocked in a lookup; the
+// reader has no way to say so itself.
+func waitWaiting(t *testing.T, e *env, name string) {
+	t.Helper()
+	waitFor(t, name+" blocked in a lookup", func() bool {
+		cs, err := e.store.ConsumerSnapshot(name)
+		return err == nil && cs.Waiting
+	})
+}
+
+// waitFor polls cond for a state the kernel reaches with no event to
+// wait on: FUSE sends RELEASE asynchronously after close and munmap.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached in 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestSignalInterruptsTheWait(t *testing.T) {
+	e := mount(t, true)
+	e.join("a")
+	tid := make(chan int, 1)
+	res := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // the signal goes to this thread
+		tid <- unix.Gettid()
+		fd, err := unix.Open(e.batch("a", 0), unix.O_RDONLY, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		res <- err
+	}()
+	thread := <-tid
+	waitWaiting(t, e, "a")
+	// SIGURG: the Go runtime has a handler for it and otherwise ignores it.
+	if err := unix.Tgkill(os.Getpid(), thread, unix.SIGURG); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; !errors.Is(err, unix.EINTR) {
+		t.Fatalf("interrupted open: got %v, want EINTR", err)
+	}
+	if cs, _ := e.store.ConsumerSnapshot("a"); cs.Waiting {
+		t.Fatal("consumer still marked waiting after the interrupt")
+	}
+	e.publish(0) // and the mount still works
+	if _, err := os.ReadFile(e.batch("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEndOfDataAndImpossibleNamesAreENOENT(t *testing.T) {
+	e := mount(t, true)
+	e.join("a")
+	e.publish(0)
+	e.store.Finish()
+	for _, name := range []string{"000001.safetensors", "1.safetensors", "0000001.safetensors",
+		"000000.bin", "abc", "-00001.safetensors", "99999999999999999999999.safetensors"} {
+		if _, err := os.Stat(e.path("consumers", "a", name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: got %v, want ENOENT", name, err)
+		}
+	}
+	if _, err := os.Stat(e.batch("a", 0)); err != nil {
+		t.Fatalf("last batch: %v", err)
+	}
+	if _, err := os.Stat(e.path("consumers", "nobody", "000000.safetensors")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("unknown consumer: %v", err)
+	}
+}
+
+// TestMappingHoldsTheBatch: a reader that maps a batch and closes the file
+// keeps valid bytes until it unmaps. Served by the daemon, the batch stays
+// unconsumed until the munmap (the kernel releases the file then). Served
+// by passthrough, the kernel moves the mapping onto the backing file and
+// releases the FUSE file at close: the batch is consumed and freed then,
+// and the mapping must still read the same bytes.
+func TestMappingHoldsTheBatch(t *testing.T) {
+	both(t, func(t *testing.T, e *env) {
+		e.join("a")
+		e.publish(0)
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "TSOCK_TEST_MAPPER="+e.batch("a", 0))
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		out := bufio.NewReader(stdout)
+		want := sum(content(0))
+		if line, err := out.ReadString('\n'); err != nil || strings.TrimSpace(line) != want {
+			t.Fatalf("mapping has wrong bytes (%v)", err)
+		}
+		if e.m.Passthrough() {
+			waitFor(t, "release at close", func() bool { return e.store.Snapshot().Freed == 1 })
+		} else if cs, _ := e.store.ConsumerSnapshot("a"); cs.BatchesRead != 0 || cs.OpenBatches != 1 {
+			t.Fatalf("consumed while still mapped: %+v", cs)
+		}
+		fmt.Fprintln(stdin, "again")
+		if line, err := out.ReadString('\n'); err != nil || strings.TrimSpace(line) != want {
+			t.Fatalf("mapping changed while held (%v)", err)
+		}
+		stdin.Close() // the mapper unmaps and exits
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "consumption after munmap", func() bool { return e.store.Snapshot().Freed == 1 })
+	})
+}
+
+func TestUnlinkConsumes(t *testing.T) {
+	e := mount(t, true)
+	e.join("a")
+	e.publish(0)
+	if err := os.Remove(e.batch("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if snap := e.store.Snapshot(); snap.Freed != 1 {
+		t.Fatalf("unlinked batch not freed: %+v", snap)
+	}
+	if err := os.Remove(e.batch("a", 0)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("second unlink: %v", err)
+	}
+}

@@ -1,0 +1,233 @@
+package producer_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/producertest"
+)
+
+// produce runs a producer over cfg and reads every batch as one consumer.
+func produce(t *testing.T, cfg producer.Config) []*producer.Batch {
+	t.Helper()
+	store := batchstore.New(cfg.BatchBytes() * 3)
+	defer store.Close()
+	p, err := producer.New(cfg, store, memfile.NewMemFD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return produceWith(t, p, store)
+}
+
+func config(src producer.Source, batch, epochs, workers int) producer.Config {
+	return producer.Config{Source: src, BatchSize: batch, ImageSize: 12, Epochs: epochs,
+		Workers: workers, Seed: 5, Layout: producer.NCHW, Transform: producer.Train}
+}
+
+func TestEpochsAreExact(t *testing.T) {
+	src := producer.NewSynthetic(37, 4)
+	got := produce(t, config(src, 8, 3, 3))
+	want := producertest.Stream{Good: producertest.All(37), Label: src.Label, BatchSize: 8, Epochs: 3}
+	if err := want.Check(got); err != nil {
+		t.Fatal(err)
+	}
+	if first, second := got[0].Indices, got[5].Indices; fmt.Sprint(first) == fmt.Sprint(second) {
+		t.Fatal("epochs 0 and 1 start with the same order: no reshuffle")
+	}
+}
+
+func TestSameBytesWhateverTheWorkers(t *testing.T) {
+	src := producer.NewSynthetic(20, 3)
+	one := produce(t, config(src, 6, 2, 1))
+	four := produce(t, config(src, 6, 2, 4))
+	if len(one) != len(four) {
+		t.Fatalf("%d batches with one worker, %d with four", len(one), len(four))
+	}
+	for i := range one {
+		if !bytes.Equal(one[i].Images, four[i].Images) || fmt.Sprint(one[i].Indices) != fmt.Sprint(four[i].Indices) {
+			t.Fatalf("batch %d differs between 1 and 4 workers", i)
+		}
+	}
+}
+
+func TestEvalIsInOrder(t *testing.T) {
+	src := producer.NewSynthetic(10, 2)
+	cfg := config(src, 4, 1, 2)
+	cfg.Transform = producer.Eval
+	got := produce(t, cfg)
+	var idx []int64
+	for _, b := range got {
+		idx = append(idx, b.Indices...)
+	}
+	if fmt.Sprint(idx) != fmt.Sprint([]int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("eval order %v", idx)
+	}
+}
+
+func TestFolderLabelsFollowImageFolderOrder(t *testing.T) {
+	dir := producertest.Folder(t, 12, 3)
+	src, err := producer.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(src.Classes()) != "[class000 class001 class002]" {
+		t.Fatalf("classes %v", src.Classes())
+	}
+	for i := 0; i < src.Len(); i++ {
+		class := filepath.Base(filepath.Dir(src.Name(i)))
+		if src.Classes()[src.Label(i)] != class {
+			t.Fatalf("sample %d (%s) has label %d", i, src.Name(i), src.Label(i))
+		}
+		if i > 0 && src.Name(i) < src.Name(i-1) {
+			t.Fatalf("samples not in path order at %d", i)
+		}
+	}
+}
+
+func TestBadInputsAreSkippedAndCounted(t *testing.T) {
+	dir := producertest.Folder(t, 12, 3)
+	bad, tiny := producertest.BadFiles(t, dir, "class001")
+	src, err := producer.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(src, 5, 2, 2)
+	store := batchstore.New(cfg.BatchBytes() * 4)
+	p, _ := producer.New(cfg, store, memfile.NewMemFD())
+	// Read through a helper that also checks the stats.
+	got := produceWith(t, p, store)
+	var good []int
+	for i := 0; i < src.Len(); i++ {
+		if !contains(bad, src.Name(i)) {
+			good = append(good, i)
+		}
+	}
+	want := producertest.Stream{Good: good, Label: src.Label, BatchSize: 5, Epochs: 2}
+	if err := want.Check(got); err != nil {
+		t.Fatal(err)
+	}
+	stats := p.Stats().Snapshot()
+	if stats.Skipped != len(bad) {
+		t.Fatalf("skipped %d, want %d: %v", stats.Skipped, len(bad), stats.RecentSkips)
+	}
+	for _, reason := range stats.RecentSkips {
+		if !strings.Contains(reason, "zz-") {
+			t.Fatalf("skip reason does not name the file: %q", reason)
+		}
+	}
+	if !contains(names(src, good), tiny) {
+		t.Fatal("a 1x1 image was skipped: images smaller than the output must be upscaled")
+	}
+}
+
+// produceWith runs p and reads every batch through the store's API.
+func produceWith(t *testing.T, p *producer.Producer, store *batchstore.Store) []*producer.Batch {
+	t.Helper()
+	if err := store.Join("c"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	var out []*producer.Batch
+	for i := uint64(0); ; i++ {
+		ref, err := store.Lookup(context.Background(), "c", i, 1)
+		if errors.Is(err, batchstore.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("lookup %d: %v", i, err)
+		}
+		l, err := store.Open(ref.Seq, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, ref.Size)
+		if _, err := l.Blob().ReadAt(data, 0); err != nil {
+			t.Fatal(err)
+		}
+		l.Release()
+		b, err := producer.ParseBatch(data)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		out = append(out, b)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	return out
+}
+
+func names(src producer.Source, idx []int) []string {
+	var out []string
+	for _, i := range idx {
+		out = append(out, src.Name(i))
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestAllInputsBadStopsWithAnError(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "a"), 0o755)
+	os.WriteFile(filepath.Join(dir, "a", "x.jpg"), []byte("junk"), 0o644)
+	src, err := producer.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(src, 2, 3, 1)
+	store := batchstore.New(cfg.BatchBytes() * 2)
+	p, _ := producer.New(cfg, store, memfile.NewMemFD())
+	err = p.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "no decodable image") {
+		t.Fatalf("got %v, want a no-decodable-image error", err)
+	}
+}
+
+func TestScanErrors(t *testing.T) {
+	empty := t.TempDir()
+	noImages := t.TempDir()
+	os.MkdirAll(filepath.Join(noImages, "cls"), 0o755)
+	os.WriteFile(filepath.Join(noImages, "cls", "notes.txt"), []byte("x"), 0o644)
+	file := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(file, nil, 0o644)
+	for _, tc := range []struct{ spec, want string }{
+		{"/nonexistent/tsock", "no such file"},
+		{empty, "no image files"},
+		{noImages, "no image files"},
+		{file, "not a directory"},
+		{"", "no directory"},
+		{"synthetic:0", "positive"},
+		{"synthetic:x", "positive"},
+	} {
+		_, err := producer.Open(tc.spec)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("source %q: got %v, want an error with %q", tc.spec, err, tc.want)
+		}
+	}
+}
+
+func TestBufferSmallerThanABatch(t *testing.T) {
+	cfg := config(producer.NewSynthetic(4, 2), 4, 1, 1)
+	_, err := producer.New(cfg, batchstore.New(cfg.BatchBytes()-1), memfile.NewMemFD())
+	if err == nil || !strings.Contains(err.Error(), "smaller than one batch") {
+		t.Fatalf("got %v", err)
+	}
+}

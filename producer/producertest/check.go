@@ -1,0 +1,82 @@
+package producertest
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/tsock/tsock/producer"
+)
+
+// Stream is what one consumer is expected to receive.
+type Stream struct {
+	Good      []int          // dataset indices every epoch must hold once each
+	Label     func(int) int  // the label of a dataset index
+	BatchSize int
+	Epochs    int
+}
+
+// Check verifies batches, in the order a consumer read them: whole epochs
+// in order, each holding every good sample exactly once with its label,
+// batches numbered from 0 within an epoch, only the last one short.
+func (s Stream) Check(batches []*producer.Batch) error {
+	byEpoch := map[int][]*producer.Batch{}
+	last := -1
+	for i, b := range batches {
+		if b.Epoch < last {
+			return fmt.Errorf("batch %d: epoch %d after epoch %d", i, b.Epoch, last)
+		}
+		last = b.Epoch
+		byEpoch[b.Epoch] = append(byEpoch[b.Epoch], b)
+	}
+	if len(byEpoch) != s.Epochs {
+		return fmt.Errorf("got %d epochs, want %d", len(byEpoch), s.Epochs)
+	}
+	for e := 0; e < s.Epochs; e++ {
+		if err := s.checkEpoch(e, byEpoch[e]); err != nil {
+			return fmt.Errorf("epoch %d: %w", e, err)
+		}
+	}
+	return nil
+}
+
+func (s Stream) checkEpoch(e int, batches []*producer.Batch) error {
+	if len(batches) == 0 {
+		return fmt.Errorf("no batches")
+	}
+	var got []int
+	for i, b := range batches {
+		if b.Index != i {
+			return fmt.Errorf("batch %d says it is batch %d", i, b.Index)
+		}
+		if n := b.Samples(); n != s.BatchSize && i != len(batches)-1 || n > s.BatchSize || n == 0 {
+			return fmt.Errorf("batch %d of %d has %d samples, batch size %d", i, len(batches), n, s.BatchSize)
+		}
+		for k, idx := range b.Indices {
+			if want := s.Label(int(idx)); int(b.Labels[k]) != want {
+				return fmt.Errorf("batch %d sample %d (index %d): label %d, want %d", i, k, idx, b.Labels[k], want)
+			}
+			got = append(got, int(idx))
+		}
+	}
+	sort.Ints(got)
+	want := append([]int(nil), s.Good...)
+	sort.Ints(want)
+	if len(got) != len(want) {
+		return fmt.Errorf("%d samples, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return fmt.Errorf("samples differ from the dataset at %d: got index %d, want %d", i, got[i], want[i])
+		}
+	}
+	return nil
+}
+
+// All is 0..n-1.
+func All(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}

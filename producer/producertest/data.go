@@ -1,0 +1,79 @@
+package producertest
+
+import (
+	"bytes"
+	"image"
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tsock/tsock/producer"
+)
+
+// Folder writes n small JPEGs in classes classes under a new temp dir.
+func Folder(t testing.TB, n, classes int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := producer.WriteFolder(dir, producer.GenOptions{Images: n, Classes: classes, MinSide: 40, MaxSide: 90, Quality: 85}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// BadFiles adds inputs that must be skipped to class directory class of
+// dir, and one tiny image that must not be: it returns the names of the
+// bad ones and of the tiny one. The names sort after every good file.
+func BadFiles(t testing.TB, dir, class string) (bad []string, tiny string) {
+	t.Helper()
+	d := filepath.Join(dir, class)
+	good, err := os.ReadFile(filepath.Join(d, firstFile(t, d)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, data []byte) string {
+		p := filepath.Join(d, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bad = append(bad,
+		write("zz-empty.jpg", nil),
+		write("zz-truncated.jpg", good[:len(good)/2]),
+		write("zz-text.jpg", []byte("this is not an image\n")),
+		write("zz-huge-header.png", hugePNGHeader()),
+	)
+	dangling := filepath.Join(d, "zz-dangling.jpg")
+	if err := os.Symlink(filepath.Join(d, "does-not-exist"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	bad = append(bad, dangling)
+	var buf bytes.Buffer
+	png.Encode(&buf, image.NewGray(image.Rect(0, 0, 1, 1)))
+	tiny = write("zz-tiny.png", buf.Bytes())
+	return bad, tiny
+}
+
+func firstFile(t testing.TB, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	return entries[0].Name()
+}
+
+// hugePNGHeader claims 100000×100000 pixels: it must be refused from the
+// header, before any allocation.
+func hugePNGHeader() []byte {
+	var buf bytes.Buffer
+	png.Encode(&buf, image.NewGray(image.Rect(0, 0, 1, 1)))
+	b := buf.Bytes()
+	// IHDR width and height at bytes 16..23; the CRC no longer matches,
+	// which DecodeConfig does not check.
+	for _, off := range []int{16, 20} {
+		b[off], b[off+1], b[off+2], b[off+3] = 0, 1, 0x86, 0xa0
+	}
+	return b
+}

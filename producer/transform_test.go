@@ -1,0 +1,158 @@
+package producer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestRandomResizedCropStaysInside(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 5000; i++ {
+		w, h := 1+rng.IntN(900), 1+rng.IntN(900)
+		c := cropFor(Train, 7, i%3, i, w, h)
+		if c.W < 1 || c.H < 1 || c.X < 0 || c.Y < 0 || c.X+c.W > w || c.Y+c.H > h {
+			t.Fatalf("%dx%d: crop %+v outside the image", w, h, c)
+		}
+		if w >= 8 && h >= 8 && float64(c.W*c.H) < 0.079*float64(w*h) && c.W < w && c.H < h {
+			t.Fatalf("%dx%d: crop %+v under 8%% of the area", w, h, c)
+		}
+	}
+}
+
+func TestCropIsDeterministic(t *testing.T) {
+	a := cropFor(Train, 3, 1, 42, 500, 375)
+	b := cropFor(Train, 3, 1, 42, 500, 375)
+	if a != b {
+		t.Fatalf("same inputs, different crops: %+v %+v", a, b)
+	}
+	differs := 0
+	for e := 0; e < 20; e++ {
+		if cropFor(Train, 3, e, 42, 500, 375) != a {
+			differs++
+		}
+	}
+	if differs < 15 {
+		t.Fatalf("crops barely change across epochs: %d of 20 differ", differs)
+	}
+}
+
+func TestEvalCropIsCentred(t *testing.T) {
+	c := cropFor(Eval, 0, 0, 0, 400, 200)
+	if c != (Crop{X: 112, Y: 12, W: 175, H: 175}) {
+		t.Fatalf("eval crop %+v", c)
+	}
+}
+
+// gradient is a w×h image whose pixel (x,y) is (x, y, x+y) mod 256.
+func gradient(w, h int) *RGB {
+	img := &RGB{}
+	img.reset(w, h)
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			p := 3 * (y*w + x)
+			img.Pix[p], img.Pix[p+1], img.Pix[p+2] = byte(x), byte(y), byte(x+y)
+		}
+	}
+	return img
+}
+
+func TestResizeOneToOneIsExact(t *testing.T) {
+	const S = 16
+	src := gradient(S, S)
+	for _, layout := range []Layout{NCHW, NHWC} {
+		for _, flip := range []bool{false, true} {
+			out := make([]byte, 3*S*S)
+			newResampler(S, layout).resize(src, Crop{W: S, H: S, Flip: flip}, out)
+			for y := 0; y < S; y++ {
+				for x := 0; x < S; x++ {
+					sx := x
+					if flip {
+						sx = S - 1 - x
+					}
+					for c := 0; c < 3; c++ {
+						want := src.Pix[3*(y*S+sx)+c]
+						got := out[c*S*S+y*S+x]
+						if layout == NHWC {
+							got = out[3*(y*S+x)+c]
+						}
+						if got != want {
+							t.Fatalf("%s flip=%v (%d,%d,%d): got %d want %d", layout, flip, x, y, c, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestResizeDownAveragesAndUpInterpolates(t *testing.T) {
+	src := &RGB{}
+	src.reset(4, 2)
+	for i := range src.Pix {
+		src.Pix[i] = 100
+	}
+	// A flat image stays flat whatever the scale.
+	for _, S := range []int{1, 3, 7} {
+		out := make([]byte, 3*S*S)
+		newResampler(S, NCHW).resize(src, Crop{W: 4, H: 2}, out)
+		if !bytes.Equal(out, bytes.Repeat([]byte{100}, len(out))) {
+			t.Fatalf("S=%d: flat image came out %v", S, out)
+		}
+	}
+	// A 1×1 crop scaled up is a flat image of that pixel.
+	out := make([]byte, 3*4*4)
+	newResampler(4, NHWC).resize(gradient(3, 3), Crop{X: 2, Y: 1, W: 1, H: 1}, out)
+	for i := 0; i < len(out); i += 3 {
+		if out[i] != 2 || out[i+1] != 1 || out[i+2] != 3 {
+			t.Fatalf("upscaled pixel %d is %v, want [2 1 3]", i/3, out[i:i+3])
+		}
+	}
+}
+
+func TestHeaderIsSafetensors(t *testing.T) {
+	l := newBatchLayout(5, 7)
+	hdr, err := l.header(batchMeta{epoch: 2, index: 3, seq: 9, imageSize: 7, layout: NHWC, transform: Train})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := binary.LittleEndian.Uint64(hdr)
+	if 8+n != DataStart || len(hdr) != DataStart {
+		t.Fatalf("header length %d: data does not start at %d", n, DataStart)
+	}
+	var h map[string]json.RawMessage
+	if err := json.Unmarshal(hdr[8:], &h); err != nil {
+		t.Fatalf("header is not JSON: %v", err)
+	}
+	type tensor struct {
+		Dtype   string `json:"dtype"`
+		Shape   []int  `json:"shape"`
+		Offsets [2]int `json:"data_offsets"`
+	}
+	var meta map[string]string
+	json.Unmarshal(h["__metadata__"], &meta)
+	if meta["epoch"] != "2" || meta["batch"] != "3" || meta["layout"] != "nhwc" {
+		t.Fatalf("metadata %v", meta)
+	}
+	end := 0
+	for _, name := range []string{"labels", "indices", "images"} {
+		var tt tensor
+		if err := json.Unmarshal(h[name], &tt); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if tt.Offsets[0] != end {
+			t.Fatalf("%s starts at %d, want %d (contiguous)", name, tt.Offsets[0], end)
+		}
+		end = tt.Offsets[1]
+	}
+	if DataStart+end != l.size {
+		t.Fatalf("tensors end at %d, file is %d", DataStart+end, l.size)
+	}
+	var img tensor
+	json.Unmarshal(h["images"], &img)
+	if img.Dtype != "U8" || len(img.Shape) != 4 || img.Shape[0] != 5 || img.Shape[3] != 3 {
+		t.Fatalf("images tensor %+v", img)
+	}
+}
