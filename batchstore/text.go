@@ -12,15 +12,8 @@ import (
 // "key: value" per line, values human-readable.
 func (c ConsumerSnapshot) Text() string {
 	var b strings.Builder
-	state := "reading"
-	switch {
-	case c.Done:
-		state = "done"
-	case c.Waiting:
-		state = "waiting for the producer"
-	}
 	fmt.Fprintf(&b, "name: %s\n", c.Name)
-	fmt.Fprintf(&b, "state: %s\n", state)
+	fmt.Fprintf(&b, "state: %s\n", c.state())
 	fmt.Fprintf(&b, "joined at: batch %d of the stream%s\n", c.JoinedAt, epochNote(c.JoinedEpoch))
 	fmt.Fprintf(&b, "position: %d\n", c.Position)
 	fmt.Fprintf(&b, "epoch: %s\n", epochText(c.Epoch))
@@ -36,15 +29,18 @@ func (c ConsumerSnapshot) Text() string {
 
 // Line renders a consumer in one line of the mount's status.
 func (c ConsumerSnapshot) Line() string {
-	w := "no"
-	if c.Waiting {
-		w = "yes"
+	return fmt.Sprintf("%s: %s, position %d, epoch %s, lag %d, read %d batches (%s)",
+		c.Name, c.state(), c.Position, epochText(c.Epoch), c.Lag, c.BatchesRead, humanize.IBytes(uint64(c.BytesRead)))
+}
+
+func (c ConsumerSnapshot) state() string {
+	switch {
+	case c.Done:
+		return "done"
+	case c.Waiting:
+		return "waiting for the producer"
 	}
-	if c.Done {
-		w = "done"
-	}
-	return fmt.Sprintf("%s: position %d, epoch %s, lag %d, read %d batches (%s), waiting %s",
-		c.Name, c.Position, epochText(c.Epoch), c.Lag, c.BatchesRead, humanize.IBytes(uint64(c.BytesRead)), w)
+	return "reading"
 }
 
 func epochText(e int) string {

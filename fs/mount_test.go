@@ -12,18 +12,8 @@ import (
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/fs"
+	"github.com/tsock/tsock/fs/fusetest"
 )
-
-// needFUSE skips, loudly, where a real mount is impossible.
-func needFUSE(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("SKIPPED: no /dev/fuse (%v): real-mount tests cannot run here", err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: not root: real-mount tests mount with DirectMount and need root")
-	}
-}
 
 // env is a store served at a fresh mount point.
 type env struct {
@@ -36,7 +26,7 @@ type env struct {
 
 func mount(t *testing.T, passthrough bool) *env {
 	t.Helper()
-	needFUSE(t)
+	fusetest.Need(t)
 	e := &env{t: t, store: batchstore.New(64 << 20), alloc: memfile.NewMemFD(), dir: t.TempDir()}
 	probe, err := e.alloc.Create(4096)
 	if err != nil {

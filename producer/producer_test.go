@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,12 +106,7 @@ func TestBadInputsAreSkippedAndCounted(t *testing.T) {
 	p, _ := producer.New(cfg, store, memfile.NewMemFD())
 	// Read through a helper that also checks the stats.
 	got := produceWith(t, p, store)
-	var good []int
-	for i := 0; i < src.Len(); i++ {
-		if !contains(bad, src.Name(i)) {
-			good = append(good, i)
-		}
-	}
+	good := producertest.Without(src, bad)
 	want := producertest.Stream{Good: good, Label: src.Label, BatchSize: 5, Epochs: 2}
 	if err := want.Check(got); err != nil {
 		t.Fatal(err)
@@ -124,7 +120,7 @@ func TestBadInputsAreSkippedAndCounted(t *testing.T) {
 			t.Fatalf("skip reason does not name the file: %q", reason)
 		}
 	}
-	if !contains(names(src, good), tiny) {
+	if !slices.Contains(names(src, good), tiny) {
 		t.Fatal("a 1x1 image was skipped: images smaller than the output must be upscaled")
 	}
 }
@@ -173,15 +169,6 @@ func names(src producer.Source, idx []int) []string {
 		out = append(out, src.Name(i))
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func TestAllInputsBadStopsWithAnError(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tsock/tsock/fs"
+	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/producertest"
 )
@@ -84,7 +85,7 @@ type daemon struct {
 // startDaemon runs tsock mount DIR args… and waits for its ready line.
 func startDaemon(t *testing.T, args ...string) *daemon {
 	t.Helper()
-	needFUSE(t)
+	fusetest.Need(t)
 	d := &daemon{dir: t.TempDir(), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	d.cmd = exec.Command(tsockBinary(t), append([]string{"mount", d.dir}, args...)...)
 	stdout, err := d.cmd.StdoutPipe()
@@ -137,7 +138,7 @@ func (d *daemon) stop(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("daemon did not exit in 30s after SIGTERM")
 	}
-	if mounted(t, d.dir) {
+	if fusetest.Mounted(t, d.dir) {
 		t.Fatal("mount left behind after SIGTERM")
 	}
 }
@@ -211,13 +212,7 @@ func endToEnd(t *testing.T, dataPath []string) {
 			t.Fatalf("consumer %d: %v", i, err)
 		}
 	}
-	var good []int
-	for i := 0; i < folder.Len(); i++ {
-		if !isIn(bad, folder.Name(i)) {
-			good = append(good, i)
-		}
-	}
-	want := producertest.Stream{Good: good, Label: folder.Label, BatchSize: batch, Epochs: 2}
+	want := producertest.Stream{Good: producertest.Without(folder, bad), Label: folder.Label, BatchSize: batch, Epochs: 2}
 	var first [][]byte
 	for i, out := range outs {
 		batches, raw := readCopies(t, out)
@@ -247,15 +242,6 @@ func endToEnd(t *testing.T, dataPath []string) {
 		}
 	}
 	d.stop(t)
-}
-
-func isIn(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func TestMountTwiceFails(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/producer/producertest"
 )
 
@@ -56,7 +57,7 @@ func TestHelpExits0(t *testing.T) {
 }
 
 func TestRuntimeErrorsExit1(t *testing.T) {
-	needFUSE(t)
+	fusetest.Need(t)
 	mp := t.TempDir()
 	src := producertest.Folder(t, 4, 2)
 	file := filepath.Join(t.TempDir(), "file")
@@ -76,7 +77,7 @@ func TestRuntimeErrorsExit1(t *testing.T) {
 			t.Errorf("tsock %v: exit %d, output %q; want exit 1 with %q", tc.args, code, out, tc.want)
 		}
 	}
-	if mounted(t, mp) {
+	if fusetest.Mounted(t, mp) {
 		t.Fatal("a failed mount left a mount behind")
 	}
 }

@@ -2,6 +2,7 @@ package producertest
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/tsock/tsock/producer"
@@ -9,8 +10,8 @@ import (
 
 // Stream is what one consumer is expected to receive.
 type Stream struct {
-	Good      []int          // dataset indices every epoch must hold once each
-	Label     func(int) int  // the label of a dataset index
+	Good      []int         // dataset indices every epoch must hold once each
+	Label     func(int) int // the label of a dataset index
 	BatchSize int
 	Epochs    int
 }
@@ -77,6 +78,17 @@ func All(n int) []int {
 	out := make([]int, n)
 	for i := range out {
 		out[i] = i
+	}
+	return out
+}
+
+// Without is the indices of src's samples whose names are not in skip.
+func Without(src producer.Source, skip []string) []int {
+	var out []int
+	for i := 0; i < src.Len(); i++ {
+		if !slices.Contains(skip, src.Name(i)) {
+			out = append(out, i)
+		}
 	}
 	return out
 }

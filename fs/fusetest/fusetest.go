@@ -1,4 +1,5 @@
-package main
+// Package fusetest has what real-mount tests of several packages share.
+package fusetest
 
 import (
 	"os"
@@ -6,19 +7,20 @@ import (
 	"testing"
 )
 
-// needFUSE skips, loudly, where a real mount is impossible.
-func needFUSE(t *testing.T) {
+// Need skips, loudly, where a real mount is impossible: no /dev/fuse, or
+// not root (the tests mount with DirectMount).
+func Need(t testing.TB) {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skipf("SKIPPED: no /dev/fuse (%v): real-mount tests cannot run here", err)
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: not root: real-mount tests need root")
+		t.Skip("SKIPPED: not root: real-mount tests mount with DirectMount and need root")
 	}
 }
 
-// mounted reports whether dir is a mount point now.
-func mounted(t *testing.T, dir string) bool {
+// Mounted reports whether dir is a mount point now.
+func Mounted(t testing.TB, dir string) bool {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {

@@ -1,0 +1,70 @@
+package memfile
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func allocators(t *testing.T) map[string]*Allocator {
+	out := map[string]*Allocator{"memfd": NewMemFD()}
+	if os.Geteuid() == 0 {
+		a, err := NewTmpfs(t.TempDir())
+		if err != nil {
+			t.Fatalf("tmpfs as root: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := a.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		out["tmpfs"] = a
+	}
+	return out
+}
+
+func TestWriteTruncateReadFree(t *testing.T) {
+	for name, a := range allocators(t) {
+		t.Run(name, func(t *testing.T) {
+			f, err := a.Create(3 * 4096)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy(f.Bytes(), bytes.Repeat([]byte("ab"), 3*2048))
+			if err := f.Truncate(5000); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Truncate(6000); err == nil {
+				t.Fatal("truncate can grow the file")
+			}
+			if err := f.Seal(); err != nil {
+				t.Fatal(err)
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(f.Fd(), &st); err != nil || st.Size != 5000 || f.Size() != 5000 {
+				t.Fatalf("size after truncate: fstat %d, Size %d (%v)", st.Size, f.Size(), err)
+			}
+			got := make([]byte, 10)
+			if n, err := f.ReadAt(got, 4990); err != nil || n != 10 || string(got) != "ababababab" {
+				t.Fatalf("ReadAt: %q %d %v", got, n, err)
+			}
+			if err := f.Free(); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Free(); err == nil {
+				t.Fatal("second Free did not fail")
+			}
+			if _, err := f.ReadAt(got, 0); err == nil {
+				t.Fatal("ReadAt after Free did not fail")
+			}
+		})
+	}
+}
+
+func TestCreateRejectsEmpty(t *testing.T) {
+	if _, err := NewMemFD().Create(0); err == nil {
+		t.Fatal("zero-size file created")
+	}
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""Reads one tsock consumer's batches in order and reports its speed.
+
+    read_batches.py MOUNT NAME [--join]
+
+Needs only the standard library and numpy. Each batch is mapped (zero
+copy), every image byte is touched, and the file stays open until the
+batch is dropped. Prints one JSON line: batches, images, bytes, wall
+seconds, seconds blocked waiting for the producer, and the rates.
+"""
+import argparse
+import json
+import mmap
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+
+DTYPES = {"U8": np.uint8, "I64": np.int64}
+
+
+def load(path):
+    """Maps a batch file: returns ({name: array}, metadata, file, mapping)."""
+    f = open(path, "rb")
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    (n,) = struct.unpack("<Q", m[:8])
+    header = json.loads(m[8 : 8 + n])
+    meta = header.pop("__metadata__", {})
+    tensors = {}
+    for name, t in header.items():
+        start, end = t["data_offsets"]
+        dtype = np.dtype(DTYPES[t["dtype"]])
+        tensors[name] = np.frombuffer(m, dtype, (end - start) // dtype.itemsize, 8 + n + start).reshape(t["shape"])
+    return tensors, meta, f, m
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mount")
+    ap.add_argument("name")
+    ap.add_argument("--join", action="store_true", help="mkdir the consumer first")
+    args = ap.parse_args()
+    d = os.path.join(args.mount, "consumers", args.name)
+    if args.join:
+        os.mkdir(d)
+    batches = images = nbytes = 0
+    waited = 0.0
+    start = time.perf_counter()
+    while True:
+        path = os.path.join(d, "%06d.safetensors" % batches)
+        t0 = time.perf_counter()
+        try:
+            tensors, meta, f, m = load(path)  # blocks until produced
+        except FileNotFoundError:
+            break
+        waited += time.perf_counter() - t0
+        brightest = int(tensors["images"].max())  # touches every byte, ~10 GB/s
+        images += len(tensors["labels"])
+        nbytes += m.size()
+        del tensors
+        m.close()
+        f.close()
+        batches += 1
+    wall = time.perf_counter() - start
+    busy = max(wall - waited, 1e-9)
+    print(json.dumps({
+        "consumer": args.name, "batches": batches, "images": images, "bytes": nbytes,
+        "seconds": round(wall, 3), "waiting_seconds": round(waited, 3),
+        "images_per_s": round(images / max(wall, 1e-9), 1),
+        "read_gb_per_s": round(nbytes / busy / 1e9, 3), "brightest": brightest if batches else None,
+    }))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every test: installs what they need, vets, then the Go tests with
+# the race detector (real FUSE mounts: run as root with /dev/fuse).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+scripts/setup.sh
+go vet ./...
+
+log=$(mktemp /tmp/tsock-test.XXXXXX)
+set +e
+go test -race -count=1 -timeout 9m -v ./... >"$log" 2>&1
+status=$?
+set -e
+# The full log has every RUN/PASS line; show the rest.
+grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS)' "$log" || true
+
+skips=$(grep -E '^\s*--- SKIP' "$log" || true)
+if [[ -n "$skips" ]]; then
+	echo "WARNING: tests were skipped, they did NOT pass:" >&2
+	echo "$skips" >&2
+	if [[ "${CI:-}" == true ]]; then
+		echo "CI must run every test (root and /dev/fuse are expected here)" >&2
+		status=1
+	fi
+fi
+echo "full log: $log"
+exit "$status"
