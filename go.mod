@@ -3,9 +3,9 @@ module github.com/tsock/tsock
 go 1.26.8
 
 require (
-	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
-	github.com/spf13/pflag v1.0.10 // indirect
-	golang.org/x/image v0.47.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	github.com/dustin/go-humanize v1.1.0
+	github.com/hanwen/go-fuse/v2 v2.12.1
+	github.com/spf13/pflag v1.0.10
+	golang.org/x/image v0.47.0
+	golang.org/x/sys v0.49.0
 )
