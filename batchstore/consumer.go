@@ -21,6 +21,10 @@ type consumer struct {
 	joined      time.Time
 	joinedEpoch int
 	left        bool
+	evicted     string    // why it was evicted; "" while it is not
+	progress    time.Time // when it last joined, opened or consumed
+	stalled     time.Time // since when it holds back a full buffer without progress
+	straggling  time.Time // since when it holds the oldest batch of a full buffer
 	batchesRead uint64
 	bytesRead   int64
 	samplesRead uint64
@@ -30,7 +34,9 @@ type consumer struct {
 	waitSince   time.Time
 }
 
-func (c *consumer) active() bool { return !c.left }
+// active: still reading; a consumer that left or was evicted has nothing
+// pending and gets nothing new.
+func (c *consumer) active() bool { return !c.left && c.evicted == "" }
 
 // markConsumed records seq and moves the position past every consumed seq.
 func (c *consumer) markConsumed(seq uint64) {
@@ -71,7 +77,7 @@ func (s *Store) Join(name string) error {
 	c := &consumer{
 		name: name, base: base, pos: base,
 		done: make(map[uint64]struct{}), handles: make(map[uint64]int),
-		joined: time.Now(), lastEpoch: -1, joinedEpoch: -1,
+		joined: time.Now(), lastEpoch: -1, joinedEpoch: -1, progress: time.Now(),
 	}
 	for seq := base; seq < s.nextSeq; seq++ {
 		b := s.held[seq]
@@ -96,6 +102,12 @@ func (s *Store) Leave(name string) error {
 	}
 	c.left = true
 	delete(s.consumers, name)
+	s.dropPending(c)
+	return nil
+}
+
+// dropPending stops c from holding any batch back. Callers hold s.mu.
+func (s *Store) dropPending(c *consumer) {
 	for _, b := range s.held {
 		delete(b.pending, c)
 		for caller, who := range b.lookups {
@@ -106,7 +118,6 @@ func (s *Store) Leave(name string) error {
 		s.maybeFree(b)
 	}
 	s.broadcast()
-	return nil
 }
 
 // Consumers lists the names of joined consumers, sorted.
@@ -163,6 +174,8 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 			return Ref{}, ErrClosed
 		case c.left:
 			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, ErrNoConsumer)
+		case c.evicted != "":
+			return Ref{}, fmt.Errorf("lookup %s/%d: %s: %w", name, local, c.evicted, ErrEvicted)
 		case seq < s.nextSeq:
 			b := s.held[seq]
 			if b == nil {
@@ -223,6 +236,9 @@ func (s *Store) Unlink(name string, local uint64) error {
 	if !ok {
 		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNoConsumer)
 	}
+	if c.evicted != "" {
+		return fmt.Errorf("unlink %s/%d: %s: %w", name, local, c.evicted, ErrEvicted)
+	}
 	b := s.held[c.base+local]
 	if b == nil {
 		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNotFound)
@@ -238,9 +254,10 @@ func (s *Store) Unlink(name string, local uint64) error {
 
 // consume records that c is done with b. Callers hold s.mu.
 func (s *Store) consume(c *consumer, b *batch) {
-	if _, ok := b.pending[c]; !ok || c.left {
+	if _, ok := b.pending[c]; !ok || !c.active() {
 		return
 	}
+	c.progress = time.Now()
 	delete(b.pending, c)
 	b.consumed++
 	c.batchesRead++

@@ -16,6 +16,8 @@ var (
 	ErrClosed = errors.New("store closed")
 	// ErrTooLarge: a batch larger than the whole buffer.
 	ErrTooLarge = errors.New("batch larger than the buffer")
+	// ErrEvicted: the consumer was evicted (see its status for why).
+	ErrEvicted = errors.New("consumer evicted")
 	// ErrBadName: a consumer name that is not allowed.
 	ErrBadName = errors.New("invalid consumer name")
 )

@@ -3,6 +3,7 @@ package batchstore
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // Lease is one open handle on a batch, charged to one consumer. The batch's
@@ -38,6 +39,7 @@ func (s *Store) Open(seq uint64, caller CallerID) (*Lease, error) {
 		return nil, fmt.Errorf("open %s/%d: consumed: %w", c.name, seq-c.base, ErrNotFound)
 	}
 	c.handles[seq]++
+	c.progress = time.Now()
 	b.leases++
 	return &Lease{s: s, c: c, b: b}, nil
 }

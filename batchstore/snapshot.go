@@ -38,7 +38,8 @@ type ConsumerSnapshot struct {
 	Waiting     bool
 	WaitTotal   time.Duration
 	Age         time.Duration
-	Done        bool // consumed everything there will ever be
+	Done        bool   // consumed everything there will ever be
+	Evicted     string // why it was evicted, "" if it was not
 }
 
 // Snapshot returns the current state.
@@ -80,8 +81,9 @@ func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
 		Position: c.pos - c.base, Epoch: c.lastEpoch,
 		BatchesRead: c.batchesRead, SamplesRead: c.samplesRead, BytesRead: c.bytesRead,
 		OpenBatches: len(c.handles), Waiting: c.waiting > 0, WaitTotal: c.waitTotal,
-		Age:  time.Since(c.joined),
-		Done: s.finished && c.pos >= s.nextSeq,
+		Age:     time.Since(c.joined),
+		Done:    s.finished && c.pos >= s.nextSeq,
+		Evicted: c.evicted,
 	}
 	if c.waiting > 0 {
 		cs.WaitTotal += time.Since(c.waitSince)

@@ -35,6 +35,8 @@ func (c ConsumerSnapshot) Line() string {
 
 func (c ConsumerSnapshot) state() string {
 	switch {
+	case c.Evicted != "":
+		return "evicted: " + c.Evicted
 	case c.Done:
 		return "done"
 	case c.Waiting:

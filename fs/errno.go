@@ -20,6 +20,8 @@ func errno(err error) syscall.Errno {
 		return syscall.EEXIST
 	case errors.Is(err, batchstore.ErrInterrupted):
 		return syscall.EINTR
+	case errors.Is(err, batchstore.ErrEvicted):
+		return syscall.EIO // the consumer's status says why
 	case errors.Is(err, batchstore.ErrBadName):
 		return syscall.EINVAL
 	case errors.Is(err, batchstore.ErrClosed):

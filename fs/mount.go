@@ -22,6 +22,8 @@ import (
 type Options struct {
 	// Status renders MOUNTPOINT/status.
 	Status func() ([]byte, error)
+	// Metrics renders MOUNTPOINT/metrics (Prometheus text format).
+	Metrics func() ([]byte, error)
 	// Passthrough asks for FUSE passthrough; it is used only if the
 	// kernel accepts a probe registration after mounting.
 	Passthrough bool

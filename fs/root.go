@@ -18,8 +18,12 @@ type root struct {
 var _ = (fusefs.NodeOnAdder)((*root)(nil))
 
 func (r *root) OnAdd(ctx context.Context) {
-	status := &textFile{render: r.fs.opts.Status}
-	r.AddChild("status", r.NewPersistentInode(ctx, status, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+	for name, render := range map[string]func() ([]byte, error){"status": r.fs.opts.Status, "metrics": r.fs.opts.Metrics} {
+		if render != nil {
+			file := &textFile{render: render}
+			r.AddChild(name, r.NewPersistentInode(ctx, file, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+		}
+	}
 	consumers := &consumersDir{fs: r.fs}
 	r.AddChild("consumers", r.NewPersistentInode(ctx, consumers, fusefs.StableAttr{Mode: syscall.S_IFDIR}), false)
 }

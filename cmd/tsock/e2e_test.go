@@ -24,11 +24,34 @@ import (
 // TestMain doubles as a consumer process: with TSOCK_TEST_CONSUMER=DIR
 // and TSOCK_TEST_OUT=OUT it copies DIR's batches, in order, to OUT until
 // ENOENT. Any other error exits 1.
+//
+// With TSOCK_TEST_VICTIM=FILE it maps FILE, says "mapped" and waits to be
+// killed.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("TSOCK_TEST_CONSUMER"); dir != "" {
 		os.Exit(consumerProcess(dir, os.Getenv("TSOCK_TEST_OUT")))
 	}
+	if file := os.Getenv("TSOCK_TEST_VICTIM"); file != "" {
+		os.Exit(victimProcess(file))
+	}
 	os.Exit(m.Run())
+}
+
+func victimProcess(file string) int {
+	f, err := os.Open(file)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "victim:", err)
+		return 1
+	}
+	st, _ := f.Stat()
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "victim:", err)
+		return 1
+	}
+	fmt.Println("mapped", m[0])
+	io.Copy(io.Discard, os.Stdin) // until killed
+	return 0
 }
 
 func consumerProcess(dir, out string) int {

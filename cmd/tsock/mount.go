@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -27,6 +28,7 @@ type mountCommand struct {
 	storage     string
 	passthrough string
 	debug       bool
+	eviction    batchstore.Eviction
 	cfg         producer.Config
 
 	store    *batchstore.Store
@@ -45,7 +47,7 @@ func (c *mountCommand) Usage() string {
 func (c *mountCommand) Parse(args []string) error {
 	f := newFlagSet("mount")
 	c.flags = f
-	var layout, transform string
+	var layout, transform, straggler string
 	f.StringVar(&c.source, "source", "", "image folder in ImageFolder form, or synthetic:N")
 	f.IntVar(&c.cfg.BatchSize, "batch-size", 256, "samples per batch")
 	f.IntVar(&c.cfg.ImageSize, "image-size", 224, "side of the square output images, pixels")
@@ -55,6 +57,9 @@ func (c *mountCommand) Parse(args []string) error {
 	f.Uint64Var(&c.cfg.Seed, "seed", 0, "seed of shuffles and crops")
 	f.StringVar(&layout, "layout", "nchw", "image axes: nchw or nhwc")
 	f.StringVar(&transform, "transform", "train", "train (random crop + flip, shuffled) or eval (centre crop, in order)")
+	f.DurationVar(&c.eviction.Timeout, "consumer-timeout", 30*time.Second,
+		"evict a consumer with no open file and no progress for this long while the buffer is full")
+	f.StringVar(&straggler, "straggler", "block", "block: all wait for the slowest consumer; evict: evict one that holds a full buffer for --consumer-timeout")
 	f.StringVar(&c.storage, "storage", "auto", "batch memory: auto, tmpfs (huge pages, needs root) or memfd")
 	f.StringVar(&c.passthrough, "passthrough", "auto", "serve reads by FUSE passthrough: auto or off")
 	f.BoolVar(&c.debug, "debug", false, "log every FUSE request")
@@ -69,6 +74,7 @@ func (c *mountCommand) Parse(args []string) error {
 		return usagef("--source is required")
 	}
 	c.cfg.Layout, c.cfg.Transform = producer.Layout(layout), producer.Transform(transform)
+	c.eviction.Straggler = batchstore.Straggler(straggler)
 	if err := c.validate(); err != nil {
 		return usageError{err}
 	}
@@ -90,6 +96,11 @@ func (c *mountCommand) validate() error {
 		return fmt.Errorf("--storage %q: want auto, tmpfs or memfd", c.storage)
 	case c.passthrough != "auto" && c.passthrough != "off":
 		return fmt.Errorf("--passthrough %q: want auto or off", c.passthrough)
+	case c.eviction.Timeout <= 0:
+		return fmt.Errorf("--consumer-timeout %s: must be positive", c.eviction.Timeout)
+	}
+	if _, err := batchstore.ParseStraggler(string(c.eviction.Straggler)); err != nil {
+		return fmt.Errorf("--straggler: %w", err)
 	}
 	if _, err := producer.ParseLayout(string(c.cfg.Layout)); err != nil {
 		return fmt.Errorf("--layout: %w", err)
@@ -114,6 +125,7 @@ func (c *mountCommand) Run(ctx context.Context) error {
 	produced := make(chan error, 1)
 	go func() { produced <- c.producer.Run(ctx) }()
 	go c.rate.run(ctx)
+	go c.store.Watch(ctx, c.eviction)
 	unmounted := make(chan struct{})
 	go func() { c.mounted.Wait(); close(unmounted) }()
 	var err error
@@ -170,7 +182,7 @@ func (c *mountCommand) setUp() error {
 	defer probe.Free()
 	c.rate = newRateMeter(c.store)
 	c.mounted, err = fs.Mount(c.mountpoint, c.store, fs.Options{
-		Status: c.status, Passthrough: c.passthrough == "auto",
+		Status: c.status, Metrics: c.metrics, Passthrough: c.passthrough == "auto",
 		Backing: c.alloc.Describe(), ProbeFd: probe.Fd(), Debug: c.debug,
 	})
 	return err

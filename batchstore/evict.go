@@ -1,0 +1,129 @@
+package batchstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Straggler is what happens to a consumer that holds the whole buffer.
+type Straggler string
+
+// The straggler policies.
+const (
+	// Block: everyone waits for the slowest live consumer; the buffer
+	// bounds how far ahead the others get.
+	Block Straggler = "block"
+	// Evict: a consumer that holds the oldest batch of a full buffer
+	// while others wait for new batches, for longer than the timeout, is
+	// evicted, so one slow trial cannot slow the rest.
+	Evict Straggler = "evict"
+)
+
+// ParseStraggler checks a --straggler value.
+func ParseStraggler(s string) (Straggler, error) {
+	switch Straggler(s) {
+	case Block, Evict:
+		return Straggler(s), nil
+	}
+	return "", fmt.Errorf("straggler policy %q: want block or evict", s)
+}
+
+// Eviction configures Watch.
+type Eviction struct {
+	// Timeout: a consumer with no open file, no blocked lookup and no
+	// progress for this long while it holds back a full buffer is
+	// evicted (a crashed process: the kernel released its files).
+	Timeout time.Duration
+	// Straggler applies to consumers that are alive but too slow.
+	Straggler Straggler
+}
+
+// Watch evicts stale consumers until ctx ends, checking a few times per
+// timeout. The kernel's release of a dead process's files is the only
+// signal: there is no heartbeat.
+func (s *Store) Watch(ctx context.Context, e Eviction) {
+	if e.Timeout <= 0 {
+		return
+	}
+	t := time.NewTicker(min(e.Timeout/4, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.evictStale(now, e)
+		}
+	}
+}
+
+// evictStale applies the eviction rules at time now and returns who was
+// evicted.
+func (s *Store) evictStale(now time.Time, e Eviction) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	oldest := s.oldestHeld()
+	waiters := 0 // consumers blocked for want of a batch: the ones a straggler slows
+	for _, c := range s.consumers {
+		if c.active() && c.waiting > 0 {
+			waiters++
+		}
+	}
+	var evicted []string
+	for name, c := range s.consumers {
+		if !c.active() {
+			continue
+		}
+		holding := s.stats.producerWaiting && s.lagOf(c) > 0
+		c.stalled = since(c.stalled, holding && len(c.handles) == 0 && c.waiting == 0, now, c.progress)
+		holdsOldest := false
+		if b := s.held[oldest]; holding && c.waiting == 0 && waiters > 0 && b != nil {
+			_, holdsOldest = b.pending[c]
+		}
+		c.straggling = since(c.straggling, holdsOldest, now, time.Time{})
+		switch {
+		case !c.stalled.IsZero() && now.Sub(c.stalled) >= e.Timeout:
+			s.evict(c, fmt.Sprintf("no open file and no progress for %s while the buffer was full", e.Timeout))
+		case e.Straggler == Evict && !c.straggling.IsZero() && now.Sub(c.straggling) >= e.Timeout:
+			s.evict(c, fmt.Sprintf("held the oldest batch of a full buffer for %s (--straggler evict)", e.Timeout))
+		default:
+			continue
+		}
+		evicted = append(evicted, name)
+	}
+	return evicted
+}
+
+// since keeps the start of a condition: zero while it does not hold, the
+// later of its old start and notBefore while it does.
+func since(start time.Time, holds bool, now, notBefore time.Time) time.Time {
+	switch {
+	case !holds:
+		return time.Time{}
+	case start.IsZero():
+		start = now
+	}
+	if notBefore.After(start) {
+		return notBefore
+	}
+	return start
+}
+
+// lagOf counts the held batches c has pending. Callers hold s.mu.
+func (s *Store) lagOf(c *consumer) int {
+	n := 0
+	for _, b := range s.held {
+		if _, ok := b.pending[c]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+// evict stops c holding anything back. Its directory stays, with the
+// reason in its status, until it is removed. Callers hold s.mu.
+func (s *Store) evict(c *consumer, reason string) {
+	c.evicted = reason
+	s.dropPending(c)
+}

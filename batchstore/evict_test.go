@@ -1,0 +1,114 @@
+package batchstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// fullBuffer returns a store whose two-batch buffer is full, with a
+// producer blocked waiting for room; a has consumed both batches, b none.
+func fullBuffer(t *testing.T) (*Store, <-chan error) {
+	t.Helper()
+	s := New(20)
+	mustJoin(t, s, "a")
+	mustJoin(t, s, "b")
+	publish(t, s, 10, 0, 0)
+	publish(t, s, 10, 0, 1)
+	read(t, s, "a", 0, 1)
+	read(t, s, "a", 1, 1)
+	room := make(chan error, 1)
+	go func() {
+		r, err := s.Reserve(context.Background(), 10)
+		if err == nil {
+			r.Cancel()
+		}
+		room <- err
+	}()
+	waitUntil(t, func() bool { return s.Snapshot().ProducerWaiting })
+	return s, room
+}
+
+var policy = Eviction{Timeout: 30 * time.Second, Straggler: Block}
+
+func TestDeadConsumerIsEvictedAfterTheTimeout(t *testing.T) {
+	s, room := fullBuffer(t)
+	now := time.Now()
+	if got := s.evictStale(now, policy); len(got) != 0 {
+		t.Fatalf("evicted at once: %v", got)
+	}
+	if got := s.evictStale(now.Add(29*time.Second), policy); len(got) != 0 {
+		t.Fatalf("evicted before the timeout: %v", got)
+	}
+	if got := s.evictStale(now.Add(31*time.Second), policy); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("evicted %v, want [b]", got)
+	}
+	if err := <-room; err != nil {
+		t.Fatalf("producer still blocked after the eviction: %v", err)
+	}
+	if _, err := s.Lookup(context.Background(), "b", 0, 2); !errors.Is(err, ErrEvicted) {
+		t.Fatalf("lookup by the evicted consumer: %v", err)
+	}
+	cs, err := s.ConsumerSnapshot("b")
+	if err != nil || cs.Evicted == "" || cs.Lag != 0 {
+		t.Fatalf("evicted consumer's status: %+v %v", cs, err)
+	}
+	if err := s.Leave("b"); err != nil {
+		t.Fatalf("rmdir of an evicted consumer: %v", err)
+	}
+}
+
+func TestOpenFileOrProgressKeepsAConsumer(t *testing.T) {
+	s, _ := fullBuffer(t)
+	ref, _ := s.Lookup(context.Background(), "b", 0, 2)
+	l, err := s.Open(ref.Seq, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	s.evictStale(now, policy)
+	if got := s.evictStale(now.Add(time.Hour), policy); len(got) != 0 {
+		t.Fatalf("consumer with an open file evicted: %v", got)
+	}
+	l.Release() // progress: b consumed batch 0
+	// The stall clock starts again from the release.
+	if got := s.evictStale(time.Now().Add(20*time.Second), policy); len(got) != 0 {
+		t.Fatalf("evicted 20s after progress: %v", got)
+	}
+}
+
+func TestNoEvictionWhileTheProducerHasRoom(t *testing.T) {
+	s := New(100)
+	mustJoin(t, s, "idle")
+	publish(t, s, 10, 0, 0)
+	now := time.Now()
+	s.evictStale(now, policy)
+	if got := s.evictStale(now.Add(time.Hour), policy); len(got) != 0 {
+		t.Fatalf("idle consumer evicted while nothing waits on it: %v", got)
+	}
+}
+
+func TestStragglerPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		straggler Straggler
+		want      int
+	}{{Block, 0}, {Evict, 1}} {
+		s, _ := fullBuffer(t)
+		// b is alive (a file open) but slow; a waits for a new batch.
+		ref, _ := s.Lookup(context.Background(), "b", 0, 2)
+		l, _ := s.Open(ref.Seq, 2)
+		waiting := make(chan error, 1)
+		go func() { _, err := s.Lookup(context.Background(), "a", 2, 1); waiting <- err }()
+		waitUntil(t, func() bool { cs, _ := s.ConsumerSnapshot("a"); return cs.Waiting })
+		e := Eviction{Timeout: time.Minute, Straggler: tc.straggler}
+		now := time.Now()
+		s.evictStale(now, e)
+		if got := s.evictStale(now.Add(2*time.Minute), e); len(got) != tc.want {
+			t.Fatalf("%s: evicted %v, want %d", tc.straggler, got, tc.want)
+		}
+		l.Release()
+		s.Shutdown()
+		<-waiting
+	}
+}

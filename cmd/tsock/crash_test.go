@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/tsock/tsock/fs"
+	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/producertest"
+)
+
+// TestKilledConsumerIsEvicted: a consumer killed with SIGKILL while it
+// maps a batch must not stall the others for more than the timeout; they
+// finish with exact epochs, and the dead one's directory says evicted.
+func TestKilledConsumerIsEvicted(t *testing.T) {
+	src := producertest.Folder(t, 40, 4)
+	folder, err := producer.ScanFolder(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buffer := fmt.Sprint(3 * (producer.DataStart + 8*(16+3*32*32)))
+	d := startDaemon(t, "--source", src, "--batch-size", "8", "--image-size", "32", "--epochs", "2",
+		"--buffer", buffer, "--consumer-timeout", "1s")
+	victimDir := filepath.Join(d.dir, "consumers", "victim")
+	if err := os.Mkdir(victimDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := exec.Command(os.Args[0], "-test.run=^$")
+	victim.Env = append(os.Environ(), "TSOCK_TEST_VICTIM="+filepath.Join(victimDir, fs.BatchName(0)))
+	out, _ := victim.StdoutPipe()
+	stdin, _ := victim.StdinPipe() // kept open: the victim waits on it
+	defer stdin.Close()
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(line, "mapped") {
+		t.Fatalf("victim did not map its batch: %q %v", line, err)
+	}
+	survivor, copies := consume(t, d, "survivor")
+	if err := victim.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	victim.Wait()
+	if err := survivor.Wait(); err != nil {
+		t.Fatalf("survivor: %v", err)
+	}
+	batches, _ := readCopies(t, copies)
+	want := producertest.Stream{Good: producertest.All(folder.Len()), Label: folder.Label, BatchSize: 8, Epochs: 2}
+	if err := want.Check(batches); err != nil {
+		t.Fatalf("survivor: %v", err)
+	}
+	status, err := os.ReadFile(filepath.Join(victimDir, "status"))
+	if err != nil || !strings.Contains(string(status), "state: evicted: ") {
+		t.Fatalf("victim status: %v\n%s", err, status)
+	}
+	if _, err := os.Stat(filepath.Join(victimDir, fs.BatchName(5))); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("lookup in an evicted consumer: %v, want EIO", err)
+	}
+	metrics, _ := os.ReadFile(filepath.Join(d.dir, "metrics"))
+	for _, series := range []string{`tsock_consumer_evicted{consumer="victim"} 1`, `tsock_consumer_done{consumer="survivor"} 1`} {
+		if !strings.Contains(string(metrics), series) {
+			t.Errorf("metrics lack %s:\n%s", series, metrics)
+		}
+	}
+	if err := syscall.Rmdir(victimDir); err != nil {
+		t.Fatalf("rmdir evicted consumer: %v", err)
+	}
+	d.stop(t)
+}

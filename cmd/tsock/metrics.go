@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// metrics renders MOUNTPOINT/metrics in the Prometheus text format: the
+// numbers of status, one series per consumer, for tools to scrape.
+func (c *mountCommand) metrics() ([]byte, error) {
+	snap := c.store.Snapshot()
+	ps := c.producer.Stats().Snapshot()
+	var b strings.Builder
+	gauge := func(name, help string, v float64) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", name, help, name, name, v)
+	}
+	counter := func(name, help string, v float64) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %g\n", name, help, name, name, v)
+	}
+	gauge("tsock_buffer_limit_bytes", "Memory allowed for batches (--buffer).", float64(snap.Limit))
+	gauge("tsock_buffer_used_bytes", "Memory held by published batches.", float64(snap.Used))
+	gauge("tsock_buffer_batches", "Batches held in memory.", float64(snap.Held))
+	counter("tsock_batches_published_total", "Batches published.", float64(snap.Published))
+	counter("tsock_samples_published_total", "Samples published.", float64(snap.SamplesPublished))
+	counter("tsock_producer_wait_seconds_total", "Time the producer waited for room in the buffer.", snap.ProducerWait.Seconds())
+	gauge("tsock_producer_epoch", "Producer epoch being made.", float64(ps.Epoch))
+	gauge("tsock_skipped_inputs", "Distinct inputs skipped as unreadable or corrupt.", float64(ps.Skipped))
+	perConsumer := []struct {
+		name, kind, help string
+		value            func(i int) float64
+	}{
+		{"tsock_consumer_position", "gauge", "The consumer's next batch number.", func(i int) float64 { return float64(snap.Consumers[i].Position) }},
+		{"tsock_consumer_epoch", "gauge", "Epoch of the last batch consumed (-1 before any).", func(i int) float64 { return float64(snap.Consumers[i].Epoch) }},
+		{"tsock_consumer_lag_batches", "gauge", "Published batches not yet consumed.", func(i int) float64 { return float64(snap.Consumers[i].Lag) }},
+		{"tsock_consumer_lag_bytes", "gauge", "Bytes of published batches not yet consumed.", func(i int) float64 { return float64(snap.Consumers[i].LagBytes) }},
+		{"tsock_consumer_batches_read_total", "counter", "Batches consumed.", func(i int) float64 { return float64(snap.Consumers[i].BatchesRead) }},
+		{"tsock_consumer_samples_read_total", "counter", "Samples consumed.", func(i int) float64 { return float64(snap.Consumers[i].SamplesRead) }},
+		{"tsock_consumer_bytes_read_total", "counter", "Bytes of batches consumed.", func(i int) float64 { return float64(snap.Consumers[i].BytesRead) }},
+		{"tsock_consumer_open_batches", "gauge", "Batches the consumer holds open.", func(i int) float64 { return float64(snap.Consumers[i].OpenBatches) }},
+		{"tsock_consumer_wait_seconds_total", "counter", "Time spent blocked waiting for a batch (exposed wait).", func(i int) float64 { return snap.Consumers[i].WaitTotal.Seconds() }},
+		{"tsock_consumer_evicted", "gauge", "1 if the consumer was evicted.", func(i int) float64 { return bool01(snap.Consumers[i].Evicted != "") }},
+		{"tsock_consumer_done", "gauge", "1 if the consumer read everything there will be.", func(i int) float64 { return bool01(snap.Consumers[i].Done) }},
+	}
+	for _, m := range perConsumer {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.kind)
+		for i, cs := range snap.Consumers {
+			fmt.Fprintf(&b, "%s{consumer=%q} %g\n", m.name, cs.Name, m.value(i))
+		}
+	}
+	return []byte(b.String()), nil
+}
+
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
