@@ -1,7 +1,6 @@
 package batchstore
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"sort"
@@ -12,14 +11,47 @@ import (
 // to the consumer whose directory that thread looked the batch up in.
 type CallerID uint32
 
+// epochMark is what the store knows of one producer epoch.
+type epochMark struct {
+	start, end  uint64      // global sample numbers; end valid once ended
+	started     bool        // start is known
+	ended       bool        // its last batch is published
+	boundaries  map[int]int // split id → output position in this epoch
+	outputSoFar int         // samples of it published so far
+	lastEndPos  int         // order position after its last published batch
+}
+
+// split is where a consumer joined mid-epoch: its epochs end at the same
+// place in every later producer epoch, which the producer keeps by putting
+// the samples before the split first (shuffled among themselves).
+type split struct {
+	id    int
+	epoch int // the epoch it was made in
+	pos   int // order position in that epoch
+}
+
+// cbatch is one of a consumer's own batches: samples [start, end).
+type cbatch struct {
+	start, end uint64
+	epoch      int // the consumer's own epoch
+	index      int // within that epoch
+}
+
 type consumer struct {
 	name        string
-	base        uint64 // global seq of this consumer's batch 0
-	pos         uint64 // lowest global seq not yet consumed
+	id          int
+	batchSize   int
+	started     bool   // it has looked up a batch: its batch size is fixed
+	joinEpoch   int    // producer epoch its first epoch starts in
+	joinPos     int    // output position in that epoch where it starts
+	splitID     int    // its split, 0 when aligned to producer epochs
+	start       uint64 // global sample of its first sample; valid when startKnown
+	startKnown  bool
+	batches     []cbatch // its batches computed so far, from number 0
 	done        map[uint64]struct{}
-	handles     map[uint64]int // open leases per seq
+	low         uint64         // its lowest unconsumed batch number
+	handles     map[uint64]int // open leases per batch number
 	joined      time.Time
-	joinedEpoch int
 	left        bool
 	evicted     string    // why it was evicted; "" while it is not
 	progress    time.Time // when it last joined, opened or consumed
@@ -28,7 +60,7 @@ type consumer struct {
 	batchesRead uint64
 	bytesRead   int64
 	samplesRead uint64
-	lastEpoch   int // epoch of the last batch consumed, -1 before any
+	lastEpoch   int // its own epoch of the last batch consumed, -1 before any
 	waiting     int // lookups blocked right now
 	waitTotal   time.Duration
 	waitSince   time.Time
@@ -38,26 +70,16 @@ type consumer struct {
 // pending and gets nothing new.
 func (c *consumer) active() bool { return !c.left && c.evicted == "" }
 
-// markConsumed records seq and moves the position past every consumed seq.
-func (c *consumer) markConsumed(seq uint64) {
-	c.done[seq] = struct{}{}
-	for {
-		if _, ok := c.done[c.pos]; !ok {
-			return
-		}
-		delete(c.done, c.pos)
-		c.pos++
-	}
-}
-
 var validName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 
 // ValidName reports whether name may name a consumer: 1–64 characters of
 // letters, digits, '_', '.', '-', not starting with '.' or '-'.
 func ValidName(name string) bool { return validName.MatchString(name) }
 
-// Join adds a consumer. Its batch 0 is the oldest batch from which every
-// later batch is still held, so its numbering never has holes.
+// Join adds a consumer. It starts at the oldest batch still held from
+// which it can read exact epochs: in the producer epoch whose successor is
+// not ordered yet, so that the producer can still put the samples it
+// missed first in the next epoch.
 func (s *Store) Join(name string) error {
 	if !ValidName(name) {
 		return fmt.Errorf("join %q: %w", name, ErrBadName)
@@ -70,26 +92,72 @@ func (s *Store) Join(name string) error {
 	if _, ok := s.consumers[name]; ok {
 		return fmt.Errorf("join %q: %w", name, ErrExists)
 	}
-	base := s.nextSeq
-	for base > 0 && s.held[base-1] != nil {
-		base--
-	}
+	s.nextID++
 	c := &consumer{
-		name: name, base: base, pos: base,
+		name: name, id: s.nextID, batchSize: s.cfg.BatchSize,
 		done: make(map[uint64]struct{}), handles: make(map[uint64]int),
-		joined: time.Now(), lastEpoch: -1, joinedEpoch: -1, progress: time.Now(),
+		joined: time.Now(), progress: time.Now(), lastEpoch: -1,
 	}
-	for seq := base; seq < s.nextSeq; seq++ {
-		b := s.held[seq]
-		b.pending[c] = struct{}{}
-		if c.joinedEpoch < 0 {
-			c.joinedEpoch = b.info.Epoch
+	s.place(c)
+	s.consumers[name] = c
+	// What it starts after is passed for it: that may free batches kept
+	// for the first joiner.
+	for _, b := range s.held {
+		if (c.startKnown && b.end() <= c.start) || (!c.startKnown && b.info.Epoch < c.joinEpoch) {
+			b.passed = true
 		}
 	}
-	s.consumers[name] = c
+	s.freeWhatWeCan()
 	s.broadcast()
 	return nil
 }
+
+// place decides where c starts. Callers hold s.mu.
+func (s *Store) place(c *consumer) {
+	e := max(s.planned, 0)
+	m := s.epochs[e]
+	if s.cfg.JoinAtEpoch && m != nil && m.outputSoFar > 0 {
+		s.placeAligned(c, e+1)
+		return
+	}
+	// The oldest held batch of epoch e from which every later one is held.
+	var first *batch
+	for seq := s.nextSeq; seq > 0; seq-- {
+		b := s.held[seq-1]
+		if b == nil || b.info.Epoch != e {
+			break
+		}
+		first = b
+	}
+	switch {
+	case first != nil && first.first == m.start:
+		s.placeAligned(c, e)
+	case first != nil:
+		s.placeSplit(c, e, int(first.first-m.start), first.info.FirstPos, first.first)
+	case m == nil || m.outputSoFar == 0:
+		s.placeAligned(c, e)
+	case m.ended:
+		s.placeAligned(c, e+1)
+	default: // nothing of epoch e held: start with the next batch
+		s.placeSplit(c, e, m.outputSoFar, s.lastEndPos(e), s.samples)
+	}
+}
+
+func (s *Store) placeAligned(c *consumer, epoch int) {
+	c.joinEpoch, c.joinPos, c.splitID = epoch, 0, 0
+	if m := s.epochs[epoch]; m != nil && m.started {
+		c.start, c.startKnown = m.start, true
+	}
+}
+
+func (s *Store) placeSplit(c *consumer, epoch, output, orderPos int, start uint64) {
+	c.joinEpoch, c.joinPos, c.splitID = epoch, output, c.id
+	c.start, c.startKnown = start, true
+	s.splits[c.id] = &split{id: c.id, epoch: epoch, pos: orderPos}
+}
+
+// lastEndPos is the order position after epoch e's last published batch.
+func (s *Store) lastEndPos(e int) int { return s.epochs[e].lastEndPos }
 
 // Leave removes a consumer and releases everything it held back. Leases it
 // still has open stay valid until they are released.
@@ -106,18 +174,52 @@ func (s *Store) Leave(name string) error {
 	return nil
 }
 
-// dropPending stops c from holding any batch back. Callers hold s.mu.
+// dropPending stops c from holding anything back. Callers hold s.mu.
 func (s *Store) dropPending(c *consumer) {
+	delete(s.splits, c.id)
 	for _, b := range s.held {
-		delete(b.pending, c)
-		for caller, who := range b.lookups {
-			if who == c {
+		for caller, k := range b.lookups {
+			if k.c == c {
 				delete(b.lookups, caller)
 			}
 		}
-		s.maybeFree(b)
 	}
+	s.freeWhatWeCan()
 	s.broadcast()
+}
+
+// SetBatchSize gives name its own batch size. It must come before the
+// consumer's first lookup (ErrBusy after), and a batch of that size must
+// fit in the buffer with room to spare (ErrBadBatchSize).
+func (s *Store) SetBatchSize(name string, n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.consumers[name]
+	if !ok {
+		return fmt.Errorf("batch size of %s: %w", name, ErrNoConsumer)
+	}
+	if c.started {
+		return fmt.Errorf("batch size of %s: already reading: %w", name, ErrBusy)
+	}
+	// The producer batches a consumer batch spans must be held together.
+	spans := (n+s.cfg.BatchSize-1)/s.cfg.BatchSize + 1
+	if n < 1 || int64(spans)*s.cfg.SizeOf(s.cfg.BatchSize) > s.cfg.Limit {
+		return fmt.Errorf("batch size %d for %s: must be at least 1 and fit %d producer batches in the buffer: %w",
+			n, name, spans, ErrBadBatchSize)
+	}
+	c.batchSize = n
+	return nil
+}
+
+// BatchSize is name's batch size.
+func (s *Store) BatchSize(name string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.consumers[name]
+	if !ok {
+		return 0, ErrNoConsumer
+	}
+	return c.batchSize, nil
 }
 
 // Consumers lists the names of joined consumers, sorted.
@@ -138,133 +240,4 @@ func (s *Store) HasConsumer(name string) bool {
 	defer s.mu.Unlock()
 	_, ok := s.consumers[name]
 	return ok
-}
-
-// Ref identifies one batch as one consumer sees it.
-type Ref struct {
-	Seq   uint64 // global sequence number: the same batch has the same Seq for everyone
-	Local uint64 // the consumer's own number for it
-	Size  int64
-	Info  Info
-	Time  time.Time // when it was published
-}
-
-func (s *Store) ref(c *consumer, b *batch) Ref {
-	return Ref{Seq: b.seq, Local: b.seq - c.base, Size: b.blob.Size(), Info: b.info, Time: b.at}
-}
-
-// Lookup returns consumer name's batch number local, blocking until it is
-// published. It fails at once with ErrNotFound when the consumer already
-// consumed it or it can never exist, and with ErrInterrupted when ctx ends.
-// caller is remembered so that the Open that follows is charged to name.
-func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller CallerID) (Ref, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.consumers[name]
-	if !ok {
-		return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, ErrNoConsumer)
-	}
-	seq := c.base + local
-	if seq < c.base { // overflow
-		return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, ErrNotFound)
-	}
-	for {
-		switch {
-		case s.closed:
-			return Ref{}, ErrClosed
-		case c.left:
-			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, ErrNoConsumer)
-		case c.evicted != "":
-			return Ref{}, fmt.Errorf("lookup %s/%d: %s: %w", name, local, c.evicted, ErrEvicted)
-		case seq < s.nextSeq:
-			b := s.held[seq]
-			if b == nil {
-				return Ref{}, fmt.Errorf("lookup %s/%d: consumed: %w", name, local, ErrNotFound)
-			}
-			if _, ok := b.pending[c]; !ok {
-				return Ref{}, fmt.Errorf("lookup %s/%d: consumed: %w", name, local, ErrNotFound)
-			}
-			b.lookups[caller] = c
-			return s.ref(c, b), nil
-		case seq >= s.maxSeq:
-			return Ref{}, fmt.Errorf("lookup %s/%d: past the end: %w", name, local, ErrNotFound)
-		}
-		if err := s.waitFor(ctx, c); err != nil {
-			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
-		}
-	}
-}
-
-// waitFor is wait with the consumer's waiting state and time kept.
-func (s *Store) waitFor(ctx context.Context, c *consumer) error {
-	if c.waiting == 0 {
-		c.waitSince = time.Now()
-	}
-	c.waiting++
-	err := s.wait(ctx)
-	c.waiting--
-	if c.waiting == 0 {
-		c.waitTotal += time.Since(c.waitSince)
-	}
-	return err
-}
-
-// Pending lists the batches name has not consumed yet, in order.
-func (s *Store) Pending(name string) ([]Ref, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.consumers[name]
-	if !ok {
-		return nil, fmt.Errorf("list %s: %w", name, ErrNoConsumer)
-	}
-	var refs []Ref
-	for _, seq := range s.heldSeqs() {
-		b := s.held[seq]
-		if _, ok := b.pending[c]; ok {
-			refs = append(refs, s.ref(c, b))
-		}
-	}
-	return refs, nil
-}
-
-// Unlink makes name give up its batch local: consumed now, or at the last
-// release if it has the batch open.
-func (s *Store) Unlink(name string, local uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.consumers[name]
-	if !ok {
-		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNoConsumer)
-	}
-	if c.evicted != "" {
-		return fmt.Errorf("unlink %s/%d: %s: %w", name, local, c.evicted, ErrEvicted)
-	}
-	b := s.held[c.base+local]
-	if b == nil {
-		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNotFound)
-	}
-	if _, ok := b.pending[c]; !ok {
-		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNotFound)
-	}
-	if c.handles[b.seq] == 0 {
-		s.consume(c, b)
-	}
-	return nil
-}
-
-// consume records that c is done with b. Callers hold s.mu.
-func (s *Store) consume(c *consumer, b *batch) {
-	if _, ok := b.pending[c]; !ok || !c.active() {
-		return
-	}
-	c.progress = time.Now()
-	delete(b.pending, c)
-	b.consumed++
-	c.batchesRead++
-	c.bytesRead += b.blob.Size()
-	c.samplesRead += uint64(b.info.Samples)
-	c.lastEpoch = b.info.Epoch
-	c.markConsumed(b.seq)
-	s.maybeFree(b)
-	s.broadcast()
 }

@@ -18,6 +18,10 @@ var (
 	ErrTooLarge = errors.New("batch larger than the buffer")
 	// ErrEvicted: the consumer was evicted (see its status for why).
 	ErrEvicted = errors.New("consumer evicted")
+	// ErrBusy: the consumer already started reading.
+	ErrBusy = errors.New("consumer already reading")
+	// ErrBadBatchSize: a batch size that is not allowed.
+	ErrBadBatchSize = errors.New("invalid batch size")
 	// ErrBadName: a consumer name that is not allowed.
 	ErrBadName = errors.New("invalid consumer name")
 )

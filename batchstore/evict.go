@@ -79,7 +79,7 @@ func (s *Store) evictStale(now time.Time, e Eviction) []string {
 		c.stalled = since(c.stalled, holding && len(c.handles) == 0 && c.waiting == 0, now, c.progress)
 		holdsOldest := false
 		if b := s.held[oldest]; holding && c.waiting == 0 && waiters > 0 && b != nil {
-			_, holdsOldest = b.pending[c]
+			holdsOldest = s.needs(c, b)
 		}
 		c.straggling = since(c.straggling, holdsOldest, now, time.Time{})
 		switch {
@@ -114,7 +114,7 @@ func since(start time.Time, holds bool, now, notBefore time.Time) time.Time {
 func (s *Store) lagOf(c *consumer) int {
 	n := 0
 	for _, b := range s.held {
-		if _, ok := b.pending[c]; ok {
+		if s.needs(c, b) {
 			n++
 		}
 	}

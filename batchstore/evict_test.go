@@ -11,7 +11,7 @@ import (
 // producer blocked waiting for room; a has consumed both batches, b none.
 func fullBuffer(t *testing.T) (*Store, <-chan error) {
 	t.Helper()
-	s := New(20)
+	s := New(Config{Limit: 20})
 	mustJoin(t, s, "a")
 	mustJoin(t, s, "b")
 	publish(t, s, 10, 0, 0)
@@ -79,7 +79,7 @@ func TestOpenFileOrProgressKeepsAConsumer(t *testing.T) {
 }
 
 func TestNoEvictionWhileTheProducerHasRoom(t *testing.T) {
-	s := New(100)
+	s := New(Config{Limit: 100})
 	mustJoin(t, s, "idle")
 	publish(t, s, 10, 0, 0)
 	now := time.Now()

@@ -2,22 +2,21 @@ package batchstore
 
 import (
 	"fmt"
-	"sort"
 	"time"
 )
 
-// Lease is one open handle on a batch, charged to one consumer. The batch's
-// memory stays valid until every lease on it is released.
+// Lease is one open handle on one consumer's batch. The producer batches it
+// spans stay in memory until every lease on them is released.
 type Lease struct {
 	s        *Store
 	c        *consumer
-	b        *batch
+	j        uint64
+	batches  []*batch
 	released bool
 }
 
-// Open takes a lease on batch seq for the consumer that caller last looked
-// it up as. Without such a lookup (a path the kernel did not revalidate)
-// the lease goes to the first consumer, by name, that still has it pending.
+// Open takes a lease on producer batch seq, served as a shared file, for
+// the consumer that caller last looked it up as.
 func (s *Store) Open(seq uint64, caller CallerID) (*Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -28,47 +27,81 @@ func (s *Store) Open(seq uint64, caller CallerID) (*Lease, error) {
 	if b == nil {
 		return nil, fmt.Errorf("open batch %d: %w", seq, ErrNotFound)
 	}
-	c := b.lookups[caller]
-	if c == nil {
-		c = firstPending(b)
+	k, ok := b.lookups[caller]
+	if !ok {
+		// The kernel always looks a name up before it opens it (entry
+		// timeouts are zero); an open without one (a reopen through
+		// /proc/self/fd) goes to whoever looked this batch up last.
+		for _, k = range b.lookups {
+			ok = true
+			break
+		}
 	}
-	if c == nil {
-		return nil, fmt.Errorf("open batch %d: consumed by every consumer: %w", seq, ErrNotFound)
+	if !ok {
+		return nil, fmt.Errorf("open batch %d: no consumer looked it up: %w", seq, ErrNotFound)
 	}
-	if _, ok := b.pending[c]; !ok {
-		return nil, fmt.Errorf("open %s/%d: consumed: %w", c.name, seq-c.base, ErrNotFound)
+	return s.lease(k.c, k.j)
+}
+
+// OpenBatch takes a lease on name's batch local (a re-batched file).
+func (s *Store) OpenBatch(name string, local uint64) (*Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
 	}
-	c.handles[seq]++
+	c, ok := s.consumers[name]
+	if !ok {
+		return nil, fmt.Errorf("open %s/%d: %w", name, local, ErrNoConsumer)
+	}
+	return s.lease(c, local)
+}
+
+// lease pins the producer batches of c's batch j. Callers hold s.mu.
+func (s *Store) lease(c *consumer, j uint64) (*Lease, error) {
+	if !c.active() || s.isDone(c, j) || j >= uint64(len(c.batches)) {
+		return nil, fmt.Errorf("open %s/%d: %w", c.name, j, ErrNotFound)
+	}
+	cb := c.batches[j]
+	l := &Lease{s: s, c: c, j: j}
+	for x := cb.start; x < cb.end; {
+		b := s.batchAt(x)
+		if b == nil {
+			return nil, fmt.Errorf("open %s/%d: sample %d no longer held: %w", c.name, j, x, ErrNotFound)
+		}
+		l.batches = append(l.batches, b)
+		x = b.end()
+	}
+	for _, b := range l.batches {
+		b.leases++
+	}
+	c.handles[j]++
 	c.progress = time.Now()
-	b.leases++
-	return &Lease{s: s, c: c, b: b}, nil
+	return l, nil
 }
 
-func firstPending(b *batch) *consumer {
-	var names []string
-	byName := make(map[string]*consumer, len(b.pending))
-	for c := range b.pending {
-		names = append(names, c.name)
-		byName[c.name] = c
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	sort.Strings(names)
-	return byName[names[0]]
-}
+// Blob is the bytes of the lease's first producer batch (its only one for
+// a shared batch); valid until Release.
+func (l *Lease) Blob() Blob { return l.batches[0].blob }
 
-// Blob is the batch's bytes; valid until Release.
-func (l *Lease) Blob() Blob { return l.b.blob }
+// Blobs maps each producer batch the lease spans to its bytes.
+func (l *Lease) Blobs() map[uint64]Blob {
+	m := make(map[uint64]Blob, len(l.batches))
+	for _, b := range l.batches {
+		m[b.seq] = b.blob
+	}
+	return m
+}
 
 // Consumer is the name of the consumer the lease is charged to.
 func (l *Lease) Consumer() string { return l.c.name }
 
-// Seq is the batch's global sequence number.
-func (l *Lease) Seq() uint64 { return l.b.seq }
+// Local is the consumer's number of the batch.
+func (l *Lease) Local() uint64 { return l.j }
 
 // Release ends the lease. The consumer's last release of a batch consumes
-// it; the last release by anyone may free it. Safe to call twice.
+// it; the last release by anyone may free the producer batches. Safe to
+// call twice.
 func (l *Lease) Release() {
 	s := l.s
 	s.mu.Lock()
@@ -77,13 +110,84 @@ func (l *Lease) Release() {
 		return
 	}
 	l.released = true
-	l.b.leases--
-	l.c.handles[l.b.seq]--
-	if l.c.handles[l.b.seq] > 0 {
+	for _, b := range l.batches {
+		b.leases--
+	}
+	l.c.handles[l.j]--
+	if l.c.handles[l.j] <= 0 {
+		delete(l.c.handles, l.j)
+		s.consume(l.c, l.j)
+	}
+	for _, b := range l.batches {
+		s.maybeFree(b)
+	}
+	s.broadcast()
+}
+
+// consume records that c is done with its batch j. Callers hold s.mu.
+func (s *Store) consume(c *consumer, j uint64) {
+	if !c.active() || s.isDone(c, j) || j >= uint64(len(c.batches)) {
 		return
 	}
-	delete(l.c.handles, l.b.seq)
-	s.consume(l.c, l.b)
-	s.maybeFree(l.b)
+	cb := c.batches[j]
+	c.progress = time.Now()
+	c.batchesRead++
+	c.samplesRead += cb.end - cb.start
+	c.bytesRead += s.cfg.SizeOf(int(cb.end - cb.start))
+	c.lastEpoch = cb.epoch
+	c.done[j] = struct{}{}
+	for {
+		if _, ok := c.done[c.low]; !ok {
+			break
+		}
+		delete(c.done, c.low)
+		c.low++
+	}
+	if s.pastTheEnd(c, c.low) { // read everything: its split binds no more epochs
+		delete(s.splits, c.id)
+	}
+	mark := s.lowSample(c)
+	for _, b := range s.held {
+		if b.end() <= mark {
+			b.passed = true
+		}
+	}
+	s.freeWhatWeCan()
 	s.broadcast()
+}
+
+// lowSample is the first sample c may still read. Callers hold s.mu.
+func (s *Store) lowSample(c *consumer) uint64 {
+	if c.low < uint64(len(c.batches)) {
+		return c.batches[c.low].start
+	}
+	if n := len(c.batches); n > 0 {
+		return c.batches[n-1].end
+	}
+	return c.start
+}
+
+// needs reports whether active consumer c may still read samples of b.
+// Callers hold s.mu.
+func (s *Store) needs(c *consumer, b *batch) bool {
+	if !c.active() {
+		return false
+	}
+	if !c.startKnown {
+		// Aligned to an epoch that has not started: it needs only batches
+		// of that epoch and later.
+		return b.info.Epoch >= c.joinEpoch
+	}
+	if b.end() <= c.start || b.end() <= s.lowSample(c) {
+		return false
+	}
+	if s.pastTheEnd(c, c.low) {
+		return false
+	}
+	if s.cfg.Epochs > 0 {
+		if end, known := s.epochEnd(c, s.cfg.Epochs-1); known && b.first >= end {
+			return false
+		}
+	}
+	return true
 }

@@ -17,13 +17,13 @@ type Reservation struct {
 // for the caller. The producer reserves before it allocates, so memory
 // never exceeds the limit, even while a batch is being written.
 func (s *Store) Reserve(ctx context.Context, size int64) (*Reservation, error) {
-	if size > s.limit {
-		return nil, fmt.Errorf("reserve %d bytes of a %d-byte buffer: %w", size, s.limit, ErrTooLarge)
+	if size > s.cfg.Limit {
+		return nil, fmt.Errorf("reserve %d bytes of a %d-byte buffer: %w", size, s.cfg.Limit, ErrTooLarge)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var began time.Time
-	for s.used+s.reserved+size > s.limit {
+	for s.used+s.reserved+size > s.cfg.Limit {
 		if s.closed {
 			return nil, ErrClosed
 		}
@@ -81,29 +81,143 @@ func (r *Reservation) Publish(blob Blob, info Info) (uint64, error) {
 	if s.closed {
 		return 0, ErrClosed
 	}
-	b := &batch{
-		seq:     s.nextSeq,
-		info:    info,
-		at:      time.Now(),
-		blob:    blob,
-		pending: make(map[*consumer]struct{}, len(s.consumers)),
-		lookups: make(map[CallerID]*consumer),
+	m := s.mark(info.Epoch)
+	if !m.started {
+		m.start, m.started = s.samples, true
 	}
-	for _, c := range s.consumers {
-		if c.active() {
-			b.pending[c] = struct{}{}
-			if c.joinedEpoch < 0 {
-				c.joinedEpoch = info.Epoch
-			}
-		}
+	b := &batch{
+		seq: s.nextSeq, info: info, first: s.samples, at: time.Now(), blob: blob,
+		lookups: make(map[CallerID]batchKey),
 	}
 	s.held[b.seq] = b
 	s.nextSeq++
+	s.samples += uint64(info.Samples)
+	m.outputSoFar += info.Samples
+	m.lastEndPos = info.EndPos
+	if info.Last {
+		s.endEpoch(info.Epoch)
+	}
 	s.used += blob.Size()
 	s.stats.published++
 	s.stats.publishedBytes += blob.Size()
-	s.stats.samplesPublished += uint64(info.Samples)
 	s.stats.lastPublish = time.Now()
 	s.broadcast()
 	return b.seq, nil
+}
+
+// EndEpoch says epoch e is over though its last batch was published
+// without saying so (its last samples were skipped).
+func (s *Store) EndEpoch(e int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endEpoch(e)
+	s.broadcast()
+}
+
+// endEpoch: the next epoch starts where e ends. Callers hold s.mu.
+func (s *Store) endEpoch(e int) {
+	m := s.mark(e)
+	m.end, m.ended = s.samples, true
+	if !m.started {
+		m.start, m.started = s.samples, true
+	}
+	next := s.mark(e + 1)
+	next.start, next.started = s.samples, true
+}
+
+// mark returns epoch e's mark, creating it. Callers hold s.mu.
+func (s *Store) mark(e int) *epochMark {
+	m := s.epochs[e]
+	if m == nil {
+		m = &epochMark{boundaries: map[int]int{}}
+		s.epochs[e] = m
+	}
+	return m
+}
+
+// Plan orders one producer epoch. splits maps each live split to its
+// order position in the previous epoch; it returns each split's output
+// position in the new one.
+type Plan func(splits map[int]int) map[int]int
+
+// PlanEpoch fixes epoch e's order with plan, atomically with joins: a
+// consumer that joins mid-epoch e-1 either is in splits, or joins after
+// and starts in epoch e.
+func (s *Store) PlanEpoch(e int, plan Plan) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := map[int]int{}
+	if prev := s.epochs[e-1]; prev != nil {
+		for id, sp := range s.splits {
+			switch {
+			case sp.epoch == e-1:
+				in[id] = sp.pos
+			default:
+				if pos, ok := prev.boundaries[id]; ok {
+					in[id] = pos
+				}
+			}
+		}
+	}
+	out := plan(in)
+	m := s.mark(e)
+	for id, pos := range out {
+		m.boundaries[id] = pos
+	}
+	s.planned = e
+	s.broadcast()
+}
+
+// WaitNeed blocks until some consumer needs the sample at order position
+// pos of producer epoch e: the producer makes only what will be read.
+func (s *Store) WaitNeed(ctx context.Context, e, pos int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.needed(e, pos) {
+		if s.closed {
+			return ErrClosed
+		}
+		s.stats.producerIdle = true
+		err := s.wait(ctx)
+		s.stats.producerIdle = false
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// needed: epochs before Config.Epochs are made for whoever joins; later
+// ones only as far as a late joiner's last epoch reaches. Callers hold s.mu.
+func (s *Store) needed(e, pos int) bool {
+	if s.cfg.Epochs == 0 || e < s.cfg.Epochs {
+		return true
+	}
+	for _, c := range s.consumers {
+		if !c.active() {
+			continue
+		}
+		last := c.joinEpoch + s.cfg.Epochs // the producer epoch its last epoch ends in
+		if e < last {
+			return true
+		}
+		if e == last && c.splitID != 0 {
+			// Up to the boundary, rounded up to a whole producer batch:
+			// the batch that holds the boundary must be completed.
+			bpos, planned := s.epochs[e].boundaryOf(c.splitID)
+			b := s.cfg.BatchSize
+			if !planned || pos < (bpos+b-1)/b*b {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (m *epochMark) boundaryOf(id int) (int, bool) {
+	if m == nil {
+		return 0, false
+	}
+	pos, ok := m.boundaries[id]
+	return pos, ok
 }

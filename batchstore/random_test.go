@@ -10,20 +10,20 @@ import (
 
 // model is what the test expects of one consumer.
 type model struct {
-	next   uint64 // next local index it will look up
-	base   uint64 // seq of its batch 0
+	next   uint64 // next batch number it will look up
+	sample uint64 // the first sample of that batch
+	size   int
 	open   []*Lease
-	leases map[uint64]int
 }
 
 // TestRandomSchedules drives the store through random interleavings of
-// publish, join, leave, lookup, open, release and unlink, and checks the
-// invariants after every step: the buffer is never over its limit, no
-// blob is freed while a lease or a pending consumer needs it, every blob
-// is freed once at most, and each consumer sees consecutive batches with
-// no gap and no repeat.
+// publish (batches of 1–3 samples), join (with batch sizes 1–4), leave,
+// lookup, open, release and unlink, and checks after every step: the
+// buffer is never over its limit, no blob is freed while a lease or a
+// consumer still needs it, none twice, and each consumer's batches are
+// consecutive runs of samples with no gap and no repeat.
 func TestRandomSchedules(t *testing.T) {
-	for seed := uint64(0); seed < 300; seed++ {
+	for seed := uint64(0); seed < 200; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runSchedule(t, seed) })
 	}
 }
@@ -31,19 +31,20 @@ func TestRandomSchedules(t *testing.T) {
 func runSchedule(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	const limit = 100
-	s := New(limit)
-	blobs := map[uint64]*fakeBlob{}
+	s := New(Config{Limit: limit, BatchSize: 2, SizeOf: func(n int) int64 { return int64(10 * n) }})
+	var blobs []*fakeBlob
+	var firsts []uint64 // first sample of each published batch
+	var samples uint64
 	models := map[string]*model{}
 	names := []string{"a", "b", "c", "d"}
-	total := 20 + rng.IntN(30)
-	published := 0
 	ctx := context.Background()
-	for step := 0; step < 2000; step++ {
+	for step := 0; step < 1500; step++ {
 		name := names[rng.IntN(len(names))]
 		m := models[name]
 		switch op := rng.IntN(7); {
-		case op == 0 && published < total:
-			size := int64(5 + rng.IntN(30))
+		case op == 0 && len(blobs) < 60:
+			n := 1 + rng.IntN(3)
+			size := int64(10 * n)
 			snap := s.Snapshot()
 			if snap.Used+snap.Reserved+size > limit {
 				continue // would block: that is tested elsewhere
@@ -53,19 +54,23 @@ func runSchedule(t *testing.T, seed uint64) {
 				t.Fatalf("step %d reserve: %v", step, err)
 			}
 			blob := &fakeBlob{size: size}
-			seq, err := r.Publish(blob, Info{Samples: 1})
-			if err != nil {
+			idx := len(blobs)
+			if _, err := r.Publish(blob, Info{Index: idx, Samples: n, FirstPos: int(samples), EndPos: int(samples) + n}); err != nil {
 				t.Fatal(err)
 			}
-			blobs[seq] = blob
-			published++
-			if published == total {
-				s.Finish()
-			}
+			blobs, firsts = append(blobs, blob), append(firsts, samples)
+			samples += uint64(n)
 		case op == 1 && m == nil:
 			mustJoin(t, s, name)
-			snap, _ := s.ConsumerSnapshot(name)
-			models[name] = &model{base: snap.JoinedAt, leases: map[uint64]int{}}
+			size := 1 + rng.IntN(4)
+			if err := s.SetBatchSize(name, size); err != nil {
+				t.Fatal(err)
+			}
+			c := s.consumers[name]
+			models[name] = &model{size: size, sample: c.start}
+			if !c.startKnown {
+				models[name].sample = samples
+			}
 		case op == 2 && m != nil && rng.IntN(5) == 0:
 			if err := s.Leave(name); err != nil {
 				t.Fatal(err)
@@ -74,54 +79,62 @@ func runSchedule(t *testing.T, seed uint64) {
 				l.Release()
 			}
 			delete(models, name)
-		case op == 3 && m != nil:
-			// Look up and open the next batch, if it exists yet.
+		case (op == 3 || op == 5) && m != nil:
 			cctx, cancel := context.WithCancel(ctx)
-			cancel() // never block: the model knows whether it exists
+			cancel() // never block: the model knows whether it is there
 			ref, err := s.Lookup(cctx, name, m.next, CallerID(len(name)))
-			want := m.base + m.next
-			switch {
-			case err == nil:
-				if ref.Seq != want {
-					t.Fatalf("step %d: %s/%d is seq %d, want %d", step, name, m.next, ref.Seq, want)
+			if errors.Is(err, ErrInterrupted) {
+				if m.sample+uint64(m.size) <= samples {
+					t.Fatalf("step %d: %s/%d would block with its samples published", step, name, m.next)
 				}
-				l, err := s.Open(ref.Seq, CallerID(len(name)))
+				continue
+			}
+			if err != nil {
+				t.Fatalf("step %d lookup %s/%d: %v", step, name, m.next, err)
+			}
+			checkPieces(t, step, ref, m, firsts)
+			m.sample += uint64(ref.Samples)
+			if op == 5 {
+				if err := s.Unlink(name, m.next); err != nil {
+					t.Fatalf("step %d unlink: %v", step, err)
+				}
+			} else {
+				l, err := open(s, name, ref, CallerID(len(name)))
 				if err != nil {
 					t.Fatalf("step %d open: %v", step, err)
 				}
 				m.open = append(m.open, l)
-				m.next++
-			case errors.Is(err, ErrInterrupted):
-				if int(want) < published {
-					t.Fatalf("step %d: %s/%d would block but seq %d is published", step, name, m.next, want)
-				}
-			case errors.Is(err, ErrNotFound):
-				if published != total || int(want) < total {
-					t.Fatalf("step %d: %s/%d not found before the end: %v", step, name, m.next, err)
-				}
-			default:
-				t.Fatalf("step %d lookup: %v", step, err)
 			}
+			m.next++
 		case op == 4 && m != nil && len(m.open) > 0:
 			i := rng.IntN(len(m.open))
 			m.open[i].Release()
 			m.open = append(m.open[:i], m.open[i+1:]...)
-		case op == 5 && m != nil:
-			// Unlink the next batch without reading it.
-			cctx, cancel := context.WithCancel(ctx)
-			cancel()
-			if _, err := s.Lookup(cctx, name, m.next, 99); err == nil {
-				if err := s.Unlink(name, m.next); err != nil {
-					t.Fatalf("step %d unlink: %v", step, err)
-				}
-				m.next++
-			}
 		}
-		checkInvariants(t, step, s, blobs, models, limit)
+		checkInvariants(t, step, s, blobs, firsts, models, limit)
 	}
 }
 
-func checkInvariants(t *testing.T, step int, s *Store, blobs map[uint64]*fakeBlob, models map[string]*model, limit int64) {
+// checkPieces: the batch is m.size samples (or what is published), from
+// m.sample on, without gaps.
+func checkPieces(t *testing.T, step int, ref Ref, m *model, firsts []uint64) {
+	t.Helper()
+	if ref.Samples != m.size {
+		t.Fatalf("step %d: batch of %d samples, want %d", step, ref.Samples, m.size)
+	}
+	x := m.sample
+	for _, p := range ref.Pieces {
+		if got := firsts[p.Seq] + uint64(p.From); got != x {
+			t.Fatalf("step %d: piece starts at sample %d, want %d", step, got, x)
+		}
+		x += uint64(p.To - p.From)
+	}
+	if x != m.sample+uint64(ref.Samples) {
+		t.Fatalf("step %d: pieces cover %d samples, batch says %d", step, x-m.sample, ref.Samples)
+	}
+}
+
+func checkInvariants(t *testing.T, step int, s *Store, blobs []*fakeBlob, firsts []uint64, models map[string]*model, limit int64) {
 	t.Helper()
 	snap := s.Snapshot()
 	if snap.Used+snap.Reserved > limit {
@@ -141,14 +154,17 @@ func checkInvariants(t *testing.T, step int, s *Store, blobs map[uint64]*fakeBlo
 	}
 	for name, m := range models {
 		for _, l := range m.open {
-			if l.b.blob.(*fakeBlob).freed.Load() != 0 {
-				t.Fatalf("step %d: %s holds a lease on freed batch %d", step, name, l.Seq())
+			for _, b := range l.batches {
+				if b.blob.(*fakeBlob).freed.Load() != 0 {
+					t.Fatalf("step %d: %s holds a lease on freed batch %d", step, name, b.seq)
+				}
 			}
 		}
-		// Every batch it has not looked up yet must still be held.
-		for seq := m.base + m.next; seq < uint64(len(blobs)); seq++ {
-			if blobs[seq].freed.Load() != 0 {
-				t.Fatalf("step %d: batch %d freed before %s read it", step, seq, name)
+		// Every published sample it has not looked up yet must be held.
+		for seq, first := range firsts {
+			end := first + uint64(blobs[seq].size/10)
+			if end > m.sample && blobs[seq].freed.Load() != 0 {
+				t.Fatalf("step %d: batch %d freed before %s read it (at sample %d)", step, seq, name, m.sample)
 			}
 		}
 	}

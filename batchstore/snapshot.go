@@ -14,6 +14,7 @@ type Snapshot struct {
 	SamplesPublished      uint64
 	Finished              bool // the producer has published its last batch
 	ProducerWaiting       bool // blocked because the buffer is full
+	ProducerIdle          bool // no consumer needs more samples
 	ProducerWaits         uint64
 	ProducerWait          time.Duration
 	FreeErrors            uint64
@@ -25,11 +26,13 @@ type Snapshot struct {
 // ConsumerSnapshot is one consumer's state.
 type ConsumerSnapshot struct {
 	Name        string
-	JoinedAt    uint64 // global seq of its batch 0
-	JoinedEpoch int    // producer epoch of its batch 0, -1 if not produced yet
+	JoinedEpoch int    // producer epoch it started in
+	JoinedPos   int    // sample position in that epoch where it started
+	Stitched    bool   // joined mid-epoch: its epochs span two producer epochs
+	BatchSize   int    // its own batch size
 	Position    uint64 // its own number of the next batch to consume
-	Epoch       int    // epoch of the last batch consumed, -1 before any
-	Lag         uint64 // batches published that it has not consumed
+	Epoch       int    // its own epoch of the last batch consumed, -1 before any
+	Lag         uint64 // producer batches held that it has not read
 	LagBytes    int64
 	BatchesRead uint64
 	SamplesRead uint64
@@ -47,10 +50,10 @@ func (s *Store) Snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := Snapshot{
-		Limit: s.limit, Used: s.used, Reserved: s.reserved, Held: len(s.held),
+		Limit: s.cfg.Limit, Used: s.used, Reserved: s.reserved, Held: len(s.held),
 		Published: s.stats.published, Freed: s.stats.freed,
-		PublishedBytes: s.stats.publishedBytes, SamplesPublished: s.stats.samplesPublished,
-		Finished: s.finished, ProducerWaiting: s.stats.producerWaiting,
+		PublishedBytes: s.stats.publishedBytes, SamplesPublished: s.samples,
+		Finished: s.finished, ProducerWaiting: s.stats.producerWaiting, ProducerIdle: s.stats.producerIdle,
 		ProducerWaits: s.stats.producerWaits, ProducerWait: s.stats.producerWait,
 		FreeErrors: s.stats.freeErrors, Uptime: time.Since(s.start),
 	}
@@ -77,19 +80,19 @@ func (s *Store) ConsumerSnapshot(name string) (ConsumerSnapshot, error) {
 
 func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
 	cs := ConsumerSnapshot{
-		Name: c.name, JoinedAt: c.base, JoinedEpoch: c.joinedEpoch,
-		Position: c.pos - c.base, Epoch: c.lastEpoch,
+		Name: c.name, JoinedEpoch: c.joinEpoch, JoinedPos: c.joinPos, Stitched: c.splitID != 0,
+		BatchSize: c.batchSize, Position: c.low, Epoch: c.lastEpoch,
 		BatchesRead: c.batchesRead, SamplesRead: c.samplesRead, BytesRead: c.bytesRead,
 		OpenBatches: len(c.handles), Waiting: c.waiting > 0, WaitTotal: c.waitTotal,
 		Age:     time.Since(c.joined),
-		Done:    s.finished && c.pos >= s.nextSeq,
+		Done:    s.pastTheEnd(c, c.low),
 		Evicted: c.evicted,
 	}
 	if c.waiting > 0 {
 		cs.WaitTotal += time.Since(c.waitSince)
 	}
 	for _, b := range s.held {
-		if _, ok := b.pending[c]; ok {
+		if s.needs(c, b) {
 			cs.Lag++
 			cs.LagBytes += b.blob.Size()
 		}

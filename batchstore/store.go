@@ -23,22 +23,46 @@ type Blob interface {
 
 // Info describes a batch's place in the producer's stream.
 type Info struct {
-	Epoch   int // producer epoch, from 0
-	Index   int // batch index within the epoch, from 0
-	Samples int // number of samples in the batch
+	Epoch    int  // producer epoch, from 0
+	Index    int  // batch index within the epoch, from 0
+	Samples  int  // number of samples in the batch
+	FirstPos int  // position in the epoch's order of its first sample
+	EndPos   int  // position after its last sample (failed samples in between count)
+	Last     bool // the epoch's last batch
+}
+
+// Config is what the store must know of the stream.
+type Config struct {
+	// Limit bounds the bytes of held and reserved batches.
+	Limit int64
+	// BatchSize is the producer's batch size, every consumer's default.
+	BatchSize int
+	// Epochs each consumer reads, whenever it joins; 0 means forever.
+	Epochs int
+	// Samples in the dataset: bounds the batch numbers that can exist.
+	Samples int
+	// JoinAtEpoch makes consumers wait for the next producer epoch
+	// instead of joining mid-epoch (--join epoch).
+	JoinAtEpoch bool
+	// SizeOf is the size of a batch file of n samples.
+	SizeOf func(n int) int64
 }
 
 // Store is the bounded buffer. The zero value is not usable; call New.
 type Store struct {
 	mu        sync.Mutex
-	limit     int64
+	cfg       Config
 	used      int64 // bytes of held batches
 	reserved  int64 // bytes promised to the producer, not yet published
 	nextSeq   uint64
-	maxSeq    uint64 // no batch will ever have seq >= maxSeq
+	samples   uint64 // samples published: the next batch's first sample
 	finished  bool   // the producer will publish nothing more
 	closed    bool
 	held      map[uint64]*batch
+	epochs    map[int]*epochMark
+	planned   int // the latest producer epoch whose order is fixed, -1 before any
+	splits    map[int]*split
+	nextID    int
 	consumers map[string]*consumer
 	changed   chan struct{} // closed and replaced on every change: a broadcast
 	stats     storeStats
@@ -50,30 +74,46 @@ type storeStats struct {
 	publishedBytes         int64
 	producerWaits          uint64
 	producerWaiting        bool
+	producerIdle           bool // no consumer needs more samples
 	producerWait           time.Duration
-	samplesPublished       uint64
 	freeErrors             uint64
 	lastFreeError          error
 	lastPublish, lastFreed time.Time
 }
 
 type batch struct {
-	seq      uint64
-	info     Info
-	at       time.Time // when it was published
-	blob     Blob
-	pending  map[*consumer]struct{} // consumers that have not consumed it yet
-	consumed int                    // how many consumers consumed it
-	leases   int                    // open leases, all consumers together
-	lookups  map[CallerID]*consumer // who looked it up last, per caller
+	seq     uint64
+	info    Info
+	first   uint64    // global number of its first sample
+	at      time.Time // when it was published
+	blob    Blob
+	leases  int                   // open leases, all consumers together
+	passed  bool                  // some consumer has consumed past it
+	lookups map[CallerID]batchKey // who looked it up last, per caller
 }
 
-// New returns a store whose held and reserved batches never exceed limit bytes.
-func New(limit int64) *Store {
+func (b *batch) end() uint64 { return b.first + uint64(b.info.Samples) }
+
+// batchKey names one consumer's batch.
+type batchKey struct {
+	c *consumer
+	j uint64
+}
+
+// New returns a store for cfg.
+func New(cfg Config) *Store {
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 1
+	}
+	if cfg.SizeOf == nil {
+		cfg.SizeOf = func(n int) int64 { return int64(n) }
+	}
 	return &Store{
-		limit:     limit,
-		maxSeq:    ^uint64(0),
+		cfg:       cfg,
 		held:      make(map[uint64]*batch),
+		epochs:    make(map[int]*epochMark),
+		planned:   -1,
+		splits:    make(map[int]*split),
 		consumers: make(map[string]*consumer),
 		changed:   make(chan struct{}),
 		start:     time.Now(),
@@ -81,7 +121,7 @@ func New(limit int64) *Store {
 }
 
 // Limit is the buffer size in bytes.
-func (s *Store) Limit() int64 { return s.limit }
+func (s *Store) Limit() int64 { return s.cfg.Limit }
 
 // broadcast wakes every waiter; callers hold s.mu.
 func (s *Store) broadcast() {
@@ -103,22 +143,12 @@ func (s *Store) wait(ctx context.Context) error {
 	}
 }
 
-// ExpectAtMost tells the store that no batch will have sequence number n
-// or above, so that lookups past it fail at once instead of blocking.
-func (s *Store) ExpectAtMost(n uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.maxSeq = n
-	s.broadcast()
-}
-
 // Finish says the producer will publish nothing more: waiters past the
 // last batch get ErrNotFound.
 func (s *Store) Finish() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.finished = true
-	s.maxSeq = s.nextSeq
 	s.broadcast()
 }
 
@@ -175,9 +205,10 @@ func (s *Store) heldSeqs() []uint64 {
 	return seqs
 }
 
-// maybeFree frees b if nobody needs it any more. Callers hold s.mu.
+// maybeFree frees b if nobody needs it any more: no active consumer will
+// read it, someone did, and no lease is open on it. Callers hold s.mu.
 func (s *Store) maybeFree(b *batch) {
-	if len(b.pending) > 0 || b.consumed == 0 || b.leases > 0 {
+	if b.leases > 0 || !b.passed || s.neededByAnyone(b) {
 		return
 	}
 	if _, ok := s.held[b.seq]; !ok {
@@ -194,4 +225,31 @@ func (s *Store) maybeFree(b *batch) {
 		s.stats.lastFreeError = fmt.Errorf("free batch %d: %w", b.seq, err)
 	}
 	s.broadcast()
+}
+
+// freeWhatWeCan runs maybeFree over every held batch. Callers hold s.mu.
+func (s *Store) freeWhatWeCan() {
+	for _, b := range s.held {
+		s.maybeFree(b)
+	}
+}
+
+// neededByAnyone: some active consumer has samples of b still to read.
+func (s *Store) neededByAnyone(b *batch) bool {
+	for _, c := range s.consumers {
+		if s.needs(c, b) {
+			return true
+		}
+	}
+	return false
+}
+
+// batchAt finds the held batch holding sample x, or nil.
+func (s *Store) batchAt(x uint64) *batch {
+	for _, b := range s.held {
+		if b.first <= x && x < b.end() {
+			return b
+		}
+	}
+	return nil
 }

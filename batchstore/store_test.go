@@ -36,7 +36,7 @@ func publish(t *testing.T, s *Store, size int64, epoch, index int) (*fakeBlob, u
 		t.Fatalf("reserve: %v", err)
 	}
 	blob := &fakeBlob{size: size}
-	seq, err := r.Publish(blob, Info{Epoch: epoch, Index: index, Samples: 1})
+	seq, err := r.Publish(blob, Info{Epoch: epoch, Index: index, Samples: 1, FirstPos: index, EndPos: index + 1})
 	if err != nil {
 		t.Fatalf("publish: %v", err)
 	}
@@ -50,7 +50,7 @@ func read(t *testing.T, s *Store, name string, local uint64, caller CallerID) Re
 	if err != nil {
 		t.Fatalf("lookup %s/%d: %v", name, local, err)
 	}
-	l, err := s.Open(ref.Seq, caller)
+	l, err := open(s, name, ref, caller)
 	if err != nil {
 		t.Fatalf("open %s/%d: %v", name, local, err)
 	}
@@ -61,6 +61,15 @@ func read(t *testing.T, s *Store, name string, local uint64, caller CallerID) Re
 	return ref
 }
 
+// open opens ref as the file system does: by the shared batch for a
+// direct batch, by consumer and number for a re-batched one.
+func open(s *Store, name string, ref Ref, caller CallerID) (*Lease, error) {
+	if ref.Direct {
+		return s.Open(ref.Seq, caller)
+	}
+	return s.OpenBatch(name, ref.Local)
+}
+
 func mustJoin(t *testing.T, s *Store, name string) {
 	t.Helper()
 	if err := s.Join(name); err != nil {
@@ -69,7 +78,7 @@ func mustJoin(t *testing.T, s *Store, name string) {
 }
 
 func TestReserveBlocksUntilConsumed(t *testing.T) {
-	s := New(100)
+	s := New(Config{Limit: 100})
 	mustJoin(t, s, "a")
 	blob, _ := publish(t, s, 60, 0, 0)
 	got := make(chan error, 1)
@@ -96,14 +105,14 @@ func TestReserveBlocksUntilConsumed(t *testing.T) {
 }
 
 func TestReserveLargerThanBufferFails(t *testing.T) {
-	s := New(100)
+	s := New(Config{Limit: 100})
 	if _, err := s.Reserve(context.Background(), 101); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("got %v, want ErrTooLarge", err)
 	}
 }
 
 func TestReserveInterrupted(t *testing.T) {
-	s := New(10)
+	s := New(Config{Limit: 10})
 	publish(t, s, 10, 0, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -116,7 +125,7 @@ func TestReserveInterrupted(t *testing.T) {
 }
 
 func TestBatchesBeforeAnyConsumerAreKept(t *testing.T) {
-	s := New(1000)
+	s := New(Config{Limit: 1000})
 	b0, _ := publish(t, s, 10, 0, 0)
 	b1, _ := publish(t, s, 10, 0, 1)
 	mustJoin(t, s, "late")
@@ -128,28 +137,36 @@ func TestBatchesBeforeAnyConsumerAreKept(t *testing.T) {
 	}
 }
 
-func TestJoinStartsAtOldestContiguousHeld(t *testing.T) {
-	s := New(1000)
+func TestMemoryIsFreedInOrderAndJoinersStartAtTheOldest(t *testing.T) {
+	s := New(Config{Limit: 1000})
 	mustJoin(t, s, "a")
-	publish(t, s, 10, 0, 0)
-	publish(t, s, 10, 0, 1)
+	b0, _ := publish(t, s, 10, 0, 0)
+	b1, _ := publish(t, s, 10, 0, 1)
 	publish(t, s, 10, 0, 2)
-	// a holds batch 0 open, consumes 1: 1 is freed, 0 is held, 2 pending.
+	// a holds batch 0 open and consumes 1: nothing is freed before a's
+	// lowest unconsumed batch, so the buffer never has holes.
 	ref0, _ := s.Lookup(context.Background(), "a", 0, 1)
-	l0, err := s.Open(ref0.Seq, 1)
+	l0, err := open(s, "a", ref0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	read(t, s, "a", 1, 1)
+	if b1.freed.Load() != 0 {
+		t.Fatal("batch 1 freed while a still holds batch 0")
+	}
 	mustJoin(t, s, "b")
-	if ref := read(t, s, "b", 0, 2); ref.Seq != 2 {
-		t.Fatalf("b's batch 0 is seq %d, want 2 (no hole)", ref.Seq)
+	if ref := read(t, s, "b", 0, 2); !ref.Direct || ref.Seq != 0 {
+		t.Fatalf("b's batch 0 is %+v, want the shared seq 0", ref)
 	}
 	l0.Release()
+	read(t, s, "b", 1, 2)
+	if b0.freed.Load() != 1 || b1.freed.Load() != 1 {
+		t.Fatal("batches read by both not freed")
+	}
 }
 
 func TestLookupBlocksUntilPublished(t *testing.T) {
-	s := New(1000)
+	s := New(Config{Limit: 1000})
 	mustJoin(t, s, "a")
 	got := make(chan Ref, 1)
 	go func() {
@@ -180,7 +197,7 @@ func waitUntil(t *testing.T, cond func() bool) {
 }
 
 func TestLookupErrors(t *testing.T) {
-	s := New(1000)
+	s := New(Config{Limit: 1000, Epochs: 1, Samples: 2})
 	mustJoin(t, s, "a")
 	publish(t, s, 10, 0, 0)
 	read(t, s, "a", 0, 1)
@@ -195,6 +212,7 @@ func TestLookupErrors(t *testing.T) {
 		{"a", 0, context.Background(), ErrNotFound}, // consumed
 		{"nobody", 0, context.Background(), ErrNoConsumer},
 		{"a", 1, ctx, ErrInterrupted},                        // would block
+		{"a", 2, context.Background(), ErrNotFound},          // past one epoch of 2 samples
 		{"a", ^uint64(0), context.Background(), ErrNotFound}, // overflow
 	}
 	for _, tc := range tests {
@@ -202,21 +220,22 @@ func TestLookupErrors(t *testing.T) {
 			t.Errorf("lookup %s/%d: got %v, want %v", tc.name, tc.local, err, tc.want)
 		}
 	}
-	s.ExpectAtMost(5)
-	if _, err := s.Lookup(context.Background(), "a", 5, 1); !errors.Is(err, ErrNotFound) {
-		t.Errorf("lookup past ExpectAtMost: %v", err)
-	}
-	s.Finish()
-	if _, err := s.Lookup(context.Background(), "a", 1, 1); !errors.Is(err, ErrNotFound) {
-		t.Errorf("lookup after Finish: %v", err)
-	}
+	r, _ := s.Reserve(context.Background(), 10)
+	r.Publish(&fakeBlob{size: 10}, Info{Epoch: 0, Index: 1, Samples: 1, FirstPos: 1, EndPos: 2, Last: true})
+	read(t, s, "a", 1, 1)
 	if cs, _ := s.ConsumerSnapshot("a"); !cs.Done {
-		t.Errorf("consumer not done after Finish: %+v", cs)
+		t.Errorf("consumer not done after its epoch: %+v", cs)
+	}
+	forever := New(Config{Limit: 1000})
+	mustJoin(t, forever, "b")
+	forever.Finish()
+	if _, err := forever.Lookup(context.Background(), "b", 0, 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("lookup after Finish: %v", err)
 	}
 }
 
 func TestOpenChargedToLookingUpConsumer(t *testing.T) {
-	s := New(1000)
+	s := New(Config{Limit: 1000})
 	mustJoin(t, s, "a")
 	mustJoin(t, s, "b")
 	blob, _ := publish(t, s, 10, 0, 0)
@@ -245,7 +264,7 @@ func TestOpenChargedToLookingUpConsumer(t *testing.T) {
 }
 
 func TestOpenLeaseKeepsMemory(t *testing.T) {
-	s := New(1000)
+	s := New(Config{Limit: 1000})
 	mustJoin(t, s, "a")
 	mustJoin(t, s, "b")
 	blob, _ := publish(t, s, 10, 0, 0)
@@ -253,6 +272,9 @@ func TestOpenLeaseKeepsMemory(t *testing.T) {
 	l1, _ := s.Open(ref.Seq, 1)
 	l2, _ := s.Open(ref.Seq, 1)
 	l1.Release()
+	if _, err := s.Lookup(context.Background(), "b", 0, 2); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Unlink("b", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +289,7 @@ func TestOpenLeaseKeepsMemory(t *testing.T) {
 }
 
 func TestLeaveReleasesAndLeasesSurvive(t *testing.T) {
-	s := New(1000)
+	s := New(Config{Limit: 1000})
 	mustJoin(t, s, "a")
 	mustJoin(t, s, "b")
 	blob, _ := publish(t, s, 10, 0, 0)
@@ -290,7 +312,7 @@ func TestLeaveReleasesAndLeasesSurvive(t *testing.T) {
 }
 
 func TestLeaveWakesItsWaiters(t *testing.T) {
-	s := New(1000)
+	s := New(Config{Limit: 1000})
 	mustJoin(t, s, "a")
 	got := make(chan error, 1)
 	go func() {
@@ -307,7 +329,7 @@ func TestLeaveWakesItsWaiters(t *testing.T) {
 }
 
 func TestJoinErrors(t *testing.T) {
-	s := New(1000)
+	s := New(Config{Limit: 1000})
 	mustJoin(t, s, "a")
 	for _, tc := range []struct {
 		name string
@@ -326,7 +348,7 @@ func TestJoinErrors(t *testing.T) {
 }
 
 func TestCloseFreesAndWakes(t *testing.T) {
-	s := New(1000)
+	s := New(Config{Limit: 1000})
 	mustJoin(t, s, "a")
 	blob, _ := publish(t, s, 10, 0, 0)
 	got := make(chan error, 1)

@@ -14,7 +14,12 @@ func (c ConsumerSnapshot) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\n", c.Name)
 	fmt.Fprintf(&b, "state: %s\n", c.state())
-	fmt.Fprintf(&b, "joined at: batch %d of the stream%s\n", c.JoinedAt, epochNote(c.JoinedEpoch))
+	how := "aligned with the producer's epochs"
+	if c.Stitched {
+		how = "its epochs stitched across two producer epochs"
+	}
+	fmt.Fprintf(&b, "joined at: producer epoch %d, sample %d (%s)\n", c.JoinedEpoch, c.JoinedPos, how)
+	fmt.Fprintf(&b, "batch size: %d\n", c.BatchSize)
 	fmt.Fprintf(&b, "position: %d\n", c.Position)
 	fmt.Fprintf(&b, "epoch: %s\n", epochText(c.Epoch))
 	fmt.Fprintf(&b, "lag: %d batches (%s)\n", c.Lag, humanize.IBytes(uint64(c.LagBytes)))
@@ -50,11 +55,4 @@ func epochText(e int) string {
 		return "none yet"
 	}
 	return fmt.Sprint(e)
-}
-
-func epochNote(e int) string {
-	if e < 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (producer epoch %d)", e)
 }

@@ -55,17 +55,26 @@ func (b *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	h := &batchHandle{lease: lease, path: b.fs.path}
+	h := &batchHandle{lease: lease, path: b.fs.path, data: lease.Blob(), shared: true}
 	if b.fs.path.passthrough() {
 		return &passthroughHandle{h}, fuse.FOPEN_KEEP_CACHE, 0
 	}
 	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
-// batchHandle serves reads from the daemon; the lease keeps the blob alive.
+// BatchData is what a handle reads from: a producer batch's blob, or a
+// consumer's re-batched composite of several.
+type BatchData interface {
+	Size() int64
+	ReadAt(p []byte, off int64) (int, error)
+}
+
+// batchHandle serves reads from the daemon; the lease keeps the blobs alive.
 type batchHandle struct {
-	lease *batchstore.Lease
-	path  *dataPath
+	lease  *batchstore.Lease
+	path   *dataPath
+	data   BatchData
+	shared bool // a producer batch: a read here means passthrough is off
 }
 
 var (
@@ -74,16 +83,21 @@ var (
 )
 
 func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	h.path.daemonReads.Add(1)
-	blob := h.lease.Blob()
-	if off >= blob.Size() {
+	if h.shared {
+		h.path.daemonReads.Add(1)
+	}
+	if off >= h.data.Size() {
 		return fuse.ReadResultData(nil), 0
 	}
-	n, err := blob.ReadAt(dest[:min(int64(len(dest)), blob.Size()-off)], off)
+	n, err := h.data.ReadAt(dest[:min(int64(len(dest)), h.data.Size()-off)], off)
 	if err != nil {
 		return nil, syscall.EIO
 	}
-	h.path.daemonBytes.Add(uint64(n))
+	if h.shared {
+		h.path.daemonBytes.Add(uint64(n))
+	} else {
+		h.path.rebatchedBytes.Add(uint64(n))
+	}
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
@@ -112,6 +126,9 @@ type dataPath struct {
 	backing     string // the blobs' storage
 	daemonReads atomic.Uint64
 	daemonBytes atomic.Uint64
+	// Re-batched files (a consumer's own batch size or stitched epochs)
+	// are assembled by the daemon from several producer batches.
+	rebatchedBytes atomic.Uint64
 }
 
 func (p *dataPath) passthrough() bool { return p.wanted }

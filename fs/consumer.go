@@ -33,6 +33,9 @@ func parseBatchName(name string) (uint64, bool) {
 	return n, true
 }
 
+// controlNames are the files of a consumer directory that are not batches.
+var controlNames = map[string]bool{"status": true, "batch_size": true}
+
 // consumerDir is consumers/NAME.
 type consumerDir struct {
 	readOnlyDir
@@ -56,6 +59,7 @@ func (d *consumerDir) OnAdd(ctx context.Context) {
 		return []byte(snap.Text()), nil
 	}}
 	d.AddChild("status", d.NewPersistentInode(ctx, status, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+	d.AddChild("batch_size", d.NewPersistentInode(ctx, d.batchSizeFile(), fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
 }
 
 // callerID is the kernel thread that made the request.
@@ -68,9 +72,11 @@ func callerID(ctx context.Context) batchstore.CallerID {
 
 // Lookup blocks until the batch is published.
 func (d *consumerDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if name == "status" {
+	if controlNames[name] {
 		child := d.GetChild(name)
-		child.Operations().(*textFile).fillAttr(&out.Attr)
+		child.Operations().(interface {
+			fillAttr(*fuse.Attr) syscall.Errno
+		}).fillAttr(&out.Attr)
 		return child, 0
 	}
 	local, ok := parseBatchName(name)
@@ -81,9 +87,7 @@ func (d *consumerDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 	if err != nil {
 		return nil, errno(err)
 	}
-	node := &batchFile{fs: d.fs, seq: ref.Seq, size: ref.Size, at: ref.Time}
-	node.fillAttr(&out.Attr)
-	return d.NewInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: batchIno(ref.Seq)}), 0
+	return d.newBatchInode(ctx, ref, out), 0
 }
 
 func (d *consumerDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
@@ -91,9 +95,13 @@ func (d *consumerDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Er
 	if err != nil {
 		return nil, errno(err)
 	}
-	entries := []fuse.DirEntry{{Name: "status", Mode: syscall.S_IFREG}}
+	entries := []fuse.DirEntry{{Name: "status", Mode: syscall.S_IFREG}, {Name: "batch_size", Mode: syscall.S_IFREG}}
 	for _, ref := range refs {
-		entries = append(entries, fuse.DirEntry{Name: BatchName(ref.Local), Mode: syscall.S_IFREG, Ino: batchIno(ref.Seq)})
+		ino := batchIno(ref.Seq)
+		if !ref.Direct {
+			ino = rebatchedIno(ref.Consumer, ref.Local)
+		}
+		entries = append(entries, fuse.DirEntry{Name: BatchName(ref.Local), Mode: syscall.S_IFREG, Ino: ino})
 	}
 	return fusefs.NewListDirStream(entries), 0
 }
@@ -102,7 +110,7 @@ func (d *consumerDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Er
 func (d *consumerDir) Unlink(ctx context.Context, name string) syscall.Errno {
 	local, ok := parseBatchName(name)
 	if !ok {
-		if name == "status" {
+		if controlNames[name] {
 			return syscall.EPERM
 		}
 		return syscall.ENOENT

@@ -8,6 +8,9 @@ import (
 	"github.com/tsock/tsock/batchstore"
 )
 
+// errBadValue is a control-file write that does not parse.
+var errBadValue = errors.New("bad value")
+
 // errno maps a store error to the errno the kernel gets. It is the one
 // place where that mapping lives.
 func errno(err error) syscall.Errno {
@@ -22,7 +25,9 @@ func errno(err error) syscall.Errno {
 		return syscall.EINTR
 	case errors.Is(err, batchstore.ErrEvicted):
 		return syscall.EIO // the consumer's status says why
-	case errors.Is(err, batchstore.ErrBadName):
+	case errors.Is(err, batchstore.ErrBusy):
+		return syscall.EBUSY
+	case errors.Is(err, batchstore.ErrBadName), errors.Is(err, batchstore.ErrBadBatchSize), errors.Is(err, errBadValue):
 		return syscall.EINVAL
 	case errors.Is(err, batchstore.ErrClosed):
 		return syscall.ESHUTDOWN

@@ -31,6 +31,8 @@ type Options struct {
 	Backing string
 	// ProbeFd is a file of the blobs' kind to probe passthrough with.
 	ProbeFd int
+	// Compose assembles consumers' re-batched files.
+	Compose Composer
 	// Debug logs every FUSE request.
 	Debug bool
 }

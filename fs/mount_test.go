@@ -27,7 +27,7 @@ type env struct {
 func mount(t *testing.T, passthrough bool) *env {
 	t.Helper()
 	fusetest.Need(t)
-	e := &env{t: t, store: batchstore.New(64 << 20), alloc: memfile.NewMemFD(), dir: t.TempDir()}
+	e := &env{t: t, store: batchstore.New(batchstore.Config{Limit: 64 << 20}), alloc: memfile.NewMemFD(), dir: t.TempDir()}
 	probe, err := e.alloc.Create(4096)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func (e *env) publish(seq int) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := r.Publish(f, batchstore.Info{Epoch: 0, Index: seq, Samples: 1}); err != nil {
+	if _, err := r.Publish(f, batchstore.Info{Epoch: 0, Index: seq, Samples: 1, FirstPos: seq, EndPos: seq + 1}); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -11,14 +11,15 @@ import (
 
 // building is the batch being filled.
 type building struct {
-	res     *batchstore.Reservation
-	file    *memfile.File
-	layout  batchLayout // for the capacity it was allocated with
-	epoch   int
-	index   int // batch index within the epoch
-	n       int // samples in it so far
-	labels  []int64
-	indices []int64
+	res              *batchstore.Reservation
+	file             *memfile.File
+	layout           batchLayout // for the capacity it was allocated with
+	epoch            int
+	index            int // batch index within the epoch
+	firstPos, endPos int // order positions covered
+	n                int // samples in it so far
+	labels           []int64
+	indices          []int64
 }
 
 // assembler turns results, taken in order, into published batches.
@@ -69,9 +70,13 @@ func (a *assembler) add(ctx context.Context, t *task) error {
 		b.labels = append(b.labels, int64(a.p.cfg.Source.Label(t.index)))
 		b.indices = append(b.indices, int64(t.index))
 		b.n++
+		b.endPos = t.pos + 1
 	}
-	if a.cur != nil && (a.cur.n == a.cur.layout.samples || t.last) {
-		return a.publish()
+	switch {
+	case a.cur != nil && (a.cur.n == a.cur.layout.samples || t.last):
+		return a.publish(t.last)
+	case t.last: // the epoch's last samples failed after its last batch
+		a.p.store.EndEpoch(t.epoch)
 	}
 	return nil
 }
@@ -90,12 +95,12 @@ func (a *assembler) start(ctx context.Context, t *task) error {
 		res.Cancel()
 		return fmt.Errorf("allocate batch %d of epoch %d: %w", a.epochBatch[t.epoch], t.epoch, err)
 	}
-	a.cur = &building{res: res, file: f, layout: l, epoch: t.epoch, index: a.epochBatch[t.epoch]}
+	a.cur = &building{res: res, file: f, layout: l, epoch: t.epoch, index: a.epochBatch[t.epoch], firstPos: t.pos}
 	return nil
 }
 
 // publish finishes the batch's file and hands it to the store.
-func (a *assembler) publish() error {
+func (a *assembler) publish(last bool) error {
 	b := a.cur
 	a.cur = nil
 	if b.n < b.layout.samples {
@@ -118,7 +123,9 @@ func (a *assembler) publish() error {
 		err = b.file.Seal()
 	}
 	if err == nil {
-		_, err = b.res.Publish(b.file, batchstore.Info{Epoch: b.epoch, Index: b.index, Samples: b.n})
+		_, err = b.res.Publish(b.file, batchstore.Info{
+			Epoch: b.epoch, Index: b.index, Samples: b.n, FirstPos: b.firstPos, EndPos: b.endPos, Last: last,
+		})
 	}
 	if err != nil {
 		b.res.Cancel()

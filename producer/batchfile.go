@@ -39,6 +39,7 @@ type batchMeta struct {
 	imageSize    int
 	layout       Layout
 	transform    Transform
+	consumer     string // set in a consumer's re-batched file
 }
 
 // header renders the 8-byte length and the padded JSON header.
@@ -49,12 +50,16 @@ func (l batchLayout) header(m batchMeta) ([]byte, error) {
 		shape = fmt.Sprintf("[%d,%d,%d,3]", B, S, S)
 	}
 	lab, idx, img := l.labelsAt()-DataStart, l.indicesAt()-DataStart, l.imagesAt()-DataStart
-	js := fmt.Sprintf(`{"__metadata__":{"format":"tsock","epoch":"%d","batch":"%d","seq":"%d",`+
+	who := ""
+	if m.consumer != "" {
+		who = fmt.Sprintf(`"consumer":%q,`, m.consumer)
+	}
+	js := fmt.Sprintf(`{"__metadata__":{%s"format":"tsock","epoch":"%d","batch":"%d","seq":"%d",`+
 		`"samples":"%d","image_size":"%d","layout":"%s","transform":"%s"},`+
 		`"labels":{"dtype":"I64","shape":[%d],"data_offsets":[%d,%d]},`+
 		`"indices":{"dtype":"I64","shape":[%d],"data_offsets":[%d,%d]},`+
 		`"images":{"dtype":"U8","shape":%s,"data_offsets":[%d,%d]}}`,
-		m.epoch, m.index, m.seq, B, S, m.layout, m.transform,
+		who, m.epoch, m.index, m.seq, B, S, m.layout, m.transform,
 		B, lab, idx, B, idx, img, shape, img, img+B*l.sampleBytes)
 	n := DataStart - 8
 	if len(js) > n {

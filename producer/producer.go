@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 
@@ -98,10 +97,6 @@ type task struct {
 // pipeline (no decodable sample at all).
 func (p *Producer) Run(ctx context.Context) error {
 	defer p.store.Finish()
-	if p.cfg.Epochs > 0 {
-		perEpoch := (p.cfg.Source.Len() + p.cfg.BatchSize - 1) / p.cfg.BatchSize
-		p.store.ExpectAtMost(uint64(p.cfg.Epochs * perEpoch))
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sampleBytes := 3 * p.cfg.ImageSize * p.cfg.ImageSize
@@ -143,16 +138,24 @@ func (p *Producer) Run(ctx context.Context) error {
 	return err
 }
 
-// dispatch emits every epoch's samples in order, each with a free buffer.
+// dispatch emits samples in order, each with a free buffer, for as long
+// as some consumer needs them: it idles in the store when none does.
 func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- *task) error {
 	var seq uint64
-	for epoch := 0; p.cfg.Epochs == 0 || epoch < p.cfg.Epochs; epoch++ {
-		order := p.order(epoch)
+	var order []int
+	for epoch := 0; ; epoch++ {
+		if err := p.store.WaitNeed(ctx, epoch, 0); err != nil {
+			return err
+		}
+		order = p.plan(epoch, order)
 		if len(order) == 0 {
 			return fmt.Errorf("epoch %d: no decodable image in %s (%d skipped)", epoch, p.cfg.Source.Describe(), p.stats.Skipped())
 		}
 		p.stats.beginEpoch(epoch, len(order))
 		for pos, index := range order {
+			if err := p.store.WaitNeed(ctx, epoch, pos); err != nil {
+				return err
+			}
 			t := &task{seq: seq, epoch: epoch, index: index, pos: pos, epochLen: len(order), last: pos == len(order)-1}
 			seq++
 			select {
@@ -166,30 +169,13 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 				return ctx.Err()
 			}
 		}
-		// Wait for the epoch's verdicts before shuffling the next one, so
+		// Wait for the epoch's verdicts before ordering the next one, so
 		// that samples found bad are left out of it (and of all later ones)
 		// the same way whatever the timing.
 		if err := p.stats.waitEpoch(ctx, epoch); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// order is epoch's shuffled sample order, without known-bad samples.
-func (p *Producer) order(epoch int) []int {
-	n := p.cfg.Source.Len()
-	order := make([]int, 0, n)
-	for i := range n {
-		if !p.stats.isBad(i) {
-			order = append(order, i)
-		}
-	}
-	if p.cfg.Transform == Train {
-		rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(epoch)^0x5368756666))
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	}
-	return order
 }
 
 // work makes samples until tasks closes.

@@ -20,7 +20,7 @@ import (
 // produce runs a producer over cfg and reads every batch as one consumer.
 func produce(t *testing.T, cfg producer.Config) []*producer.Batch {
 	t.Helper()
-	store := batchstore.New(cfg.BatchBytes() * 3)
+	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*3))
 	defer store.Close()
 	p, err := producer.New(cfg, store, memfile.NewMemFD())
 	if err != nil {
@@ -102,7 +102,7 @@ func TestBadInputsAreSkippedAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config(src, 5, 2, 2)
-	store := batchstore.New(cfg.BatchBytes() * 4)
+	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*4))
 	p, _ := producer.New(cfg, store, memfile.NewMemFD())
 	// Read through a helper that also checks the stats.
 	got := produceWith(t, p, store)
@@ -131,8 +131,10 @@ func produceWith(t *testing.T, p *producer.Producer, store *batchstore.Store) []
 	if err := store.Join("c"); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- p.Run(context.Background()) }()
+	go func() { done <- p.Run(ctx) }()
 	var out []*producer.Batch
 	for i := uint64(0); ; i++ {
 		ref, err := store.Lookup(context.Background(), "c", i, 1)
@@ -157,6 +159,7 @@ func produceWith(t *testing.T, p *producer.Producer, store *batchstore.Store) []
 		}
 		out = append(out, b)
 	}
+	cancel() // it idles once nobody needs more
 	if err := <-done; err != nil {
 		t.Fatalf("producer: %v", err)
 	}
@@ -180,7 +183,7 @@ func TestAllInputsBadStopsWithAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config(src, 2, 3, 1)
-	store := batchstore.New(cfg.BatchBytes() * 2)
+	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*2))
 	p, _ := producer.New(cfg, store, memfile.NewMemFD())
 	err = p.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "no decodable image") {
@@ -213,7 +216,7 @@ func TestScanErrors(t *testing.T) {
 
 func TestBufferSmallerThanABatch(t *testing.T) {
 	cfg := config(producer.NewSynthetic(4, 2), 4, 1, 1)
-	_, err := producer.New(cfg, batchstore.New(cfg.BatchBytes()-1), memfile.NewMemFD())
+	_, err := producer.New(cfg, batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()-1)), memfile.NewMemFD())
 	if err == nil || !strings.Contains(err.Error(), "smaller than one batch") {
 		t.Fatalf("got %v", err)
 	}

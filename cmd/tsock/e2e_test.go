@@ -259,7 +259,7 @@ func endToEnd(t *testing.T, dataPath []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range []string{"state: finished", fmt.Sprintf("skipped inputs: %d", len(bad)), "trial-3: "} {
+	for _, line := range []string{"state: idle", fmt.Sprintf("skipped inputs: %d", len(bad)), "trial-3: "} {
 		if !strings.Contains(string(status), line) {
 			t.Errorf("status lacks %q:\n%s", line, status)
 		}

@@ -29,6 +29,7 @@ type mountCommand struct {
 	passthrough string
 	debug       bool
 	eviction    batchstore.Eviction
+	join        string
 	cfg         producer.Config
 
 	store    *batchstore.Store
@@ -47,7 +48,7 @@ func (c *mountCommand) Usage() string {
 func (c *mountCommand) Parse(args []string) error {
 	f := newFlagSet("mount")
 	c.flags = f
-	var layout, transform, straggler string
+	var layout, transform, straggler, join string
 	f.StringVar(&c.source, "source", "", "image folder in ImageFolder form, or synthetic:N")
 	f.IntVar(&c.cfg.BatchSize, "batch-size", 256, "samples per batch")
 	f.IntVar(&c.cfg.ImageSize, "image-size", 224, "side of the square output images, pixels")
@@ -60,6 +61,7 @@ func (c *mountCommand) Parse(args []string) error {
 	f.DurationVar(&c.eviction.Timeout, "consumer-timeout", 30*time.Second,
 		"evict a consumer with no open file and no progress for this long while the buffer is full")
 	f.StringVar(&straggler, "straggler", "block", "block: all wait for the slowest consumer; evict: evict one that holds a full buffer for --consumer-timeout")
+	f.StringVar(&join, "join", "any", "any: a consumer joins mid-epoch, its epochs stitched exact; epoch: it waits for the next producer epoch")
 	f.StringVar(&c.storage, "storage", "auto", "batch memory: auto, tmpfs (huge pages, needs root) or memfd")
 	f.StringVar(&c.passthrough, "passthrough", "auto", "serve reads by FUSE passthrough: auto or off")
 	f.BoolVar(&c.debug, "debug", false, "log every FUSE request")
@@ -75,6 +77,7 @@ func (c *mountCommand) Parse(args []string) error {
 	}
 	c.cfg.Layout, c.cfg.Transform = producer.Layout(layout), producer.Transform(transform)
 	c.eviction.Straggler = batchstore.Straggler(straggler)
+	c.join = join
 	if err := c.validate(); err != nil {
 		return usageError{err}
 	}
@@ -96,6 +99,8 @@ func (c *mountCommand) validate() error {
 		return fmt.Errorf("--storage %q: want auto, tmpfs or memfd", c.storage)
 	case c.passthrough != "auto" && c.passthrough != "off":
 		return fmt.Errorf("--passthrough %q: want auto or off", c.passthrough)
+	case c.join != "any" && c.join != "epoch":
+		return fmt.Errorf("--join %q: want any or epoch", c.join)
 	case c.eviction.Timeout <= 0:
 		return fmt.Errorf("--consumer-timeout %s: must be positive", c.eviction.Timeout)
 	}
@@ -167,7 +172,9 @@ func (c *mountCommand) setUp() error {
 		return err
 	}
 	c.cfg.Source = src
-	c.store = batchstore.New(limit)
+	storeCfg := producer.StoreConfig(c.cfg, limit)
+	storeCfg.JoinAtEpoch = c.join == "epoch"
+	c.store = batchstore.New(storeCfg)
 	if c.alloc, err = newAllocator(c.storage); err != nil {
 		return err
 	}
@@ -182,7 +189,7 @@ func (c *mountCommand) setUp() error {
 	defer probe.Free()
 	c.rate = newRateMeter(c.store)
 	c.mounted, err = fs.Mount(c.mountpoint, c.store, fs.Options{
-		Status: c.status, Metrics: c.metrics, Passthrough: c.passthrough == "auto",
+		Status: c.status, Metrics: c.metrics, Compose: compose(producer.NewComposer(c.cfg)), Passthrough: c.passthrough == "auto",
 		Backing: c.alloc.Describe(), ProbeFd: probe.Fd(), Debug: c.debug,
 	})
 	return err
@@ -220,4 +227,11 @@ func (c *mountCommand) Close() error {
 		errs = append(errs, c.alloc.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// compose adapts the producer's format to the file system's re-batched files.
+func compose(c producer.Composer) fs.Composer {
+	return func(ref batchstore.Ref, blobs map[uint64]batchstore.Blob, consumer string) (fs.BatchData, error) {
+		return c.Compose(ref, blobs, consumer)
+	}
 }

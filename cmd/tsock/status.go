@@ -55,7 +55,9 @@ func producerState(snap batchstore.Snapshot, failure string) string {
 	case failure != "":
 		return "failed: " + failure
 	case snap.Finished:
-		return "finished: every batch produced"
+		return "stopped"
+	case snap.ProducerIdle:
+		return "idle: every consumer has all the samples it needs"
 	case snap.ProducerWaiting && len(snap.Consumers) == 0:
 		return "buffer full, waiting for a consumer to join"
 	case snap.ProducerWaiting:

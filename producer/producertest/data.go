@@ -2,6 +2,8 @@ package producertest
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"image"
 	"image/png"
 	"os"
@@ -70,10 +72,11 @@ func hugePNGHeader() []byte {
 	var buf bytes.Buffer
 	png.Encode(&buf, image.NewGray(image.Rect(0, 0, 1, 1)))
 	b := buf.Bytes()
-	// IHDR width and height at bytes 16..23; the CRC no longer matches,
-	// which DecodeConfig does not check.
+	// IHDR: length at 8, type at 12, width and height at 16..23, CRC of
+	// type and data at 29.
 	for _, off := range []int{16, 20} {
-		b[off], b[off+1], b[off+2], b[off+3] = 0, 1, 0x86, 0xa0
+		binary.BigEndian.PutUint32(b[off:], 100000)
 	}
+	binary.BigEndian.PutUint32(b[29:], crc32.ChecksumIEEE(b[12:29]))
 	return b
 }

@@ -1,0 +1,259 @@
+package batchstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Piece is a run of samples of one producer batch.
+type Piece struct {
+	Seq      uint64 // the producer batch
+	From, To int    // sample offsets within it
+	Total    int    // samples in that producer batch
+}
+
+// Ref identifies one batch as one consumer sees it.
+type Ref struct {
+	Consumer int    // the consumer's id, unique for the store's life
+	Local    uint64 // the consumer's own number for it
+	Epoch    int    // the consumer's own epoch
+	Index    int    // its index within that epoch
+	Samples  int
+	Size     int64
+	Time     time.Time // when its last sample was published
+	// Direct: the batch is exactly one producer batch, with the same
+	// epoch and index, and is served as that shared file (Seq).
+	Direct bool
+	Seq    uint64
+	// Pieces make the batch up, in order, when it is not Direct.
+	Pieces []Piece
+}
+
+// epochEnd is the global sample where c's own epoch k ends, if known.
+// Callers hold s.mu.
+func (s *Store) epochEnd(c *consumer, k int) (uint64, bool) {
+	m := s.epochs[c.joinEpoch+k+1]
+	if m == nil || !m.started {
+		return 0, false
+	}
+	if c.splitID == 0 {
+		return m.start, true
+	}
+	pos, ok := m.boundaries[c.splitID]
+	if !ok {
+		return 0, false
+	}
+	return m.start + uint64(pos), true
+}
+
+// resolve computes c's batch j if it can be known yet: its samples are
+// published and where its epoch ends is known. Callers hold s.mu.
+func (s *Store) resolve(c *consumer, j uint64) (cbatch, bool) {
+	if !c.startKnown {
+		m := s.epochs[c.joinEpoch]
+		if m == nil || !m.started {
+			return cbatch{}, false
+		}
+		c.start, c.startKnown = m.start, true
+	}
+	for uint64(len(c.batches)) <= j {
+		cb := cbatch{start: c.start}
+		if n := len(c.batches); n > 0 {
+			prev := c.batches[n-1]
+			cb.start, cb.epoch, cb.index = prev.end, prev.epoch, prev.index+1
+		}
+		end, known := s.epochEnd(c, cb.epoch)
+		if known && cb.start >= end { // this epoch is over: next one
+			cb.epoch, cb.index = cb.epoch+1, 0
+			if s.cfg.Epochs > 0 && cb.epoch >= s.cfg.Epochs {
+				return cbatch{}, false
+			}
+			end, known = s.epochEnd(c, cb.epoch)
+		}
+		cb.end = cb.start + uint64(c.batchSize)
+		switch {
+		case known:
+			cb.end = min(cb.end, end)
+		case cb.end > s.samples:
+			// The epoch's end is not known yet, but it cannot come before
+			// what is published: wait for more.
+			return cbatch{}, false
+		}
+		if cb.end > s.samples {
+			return cbatch{}, false
+		}
+		c.batches = append(c.batches, cb)
+	}
+	return c.batches[j], true
+}
+
+// finished reports whether c has no batch j: past its last epoch, or past
+// any batch number the dataset allows. Callers hold s.mu.
+func (s *Store) pastTheEnd(c *consumer, j uint64) bool {
+	if s.cfg.Epochs == 0 {
+		return false
+	}
+	if s.cfg.Samples > 0 {
+		perEpoch := (s.cfg.Samples + c.batchSize - 1) / c.batchSize
+		if j >= uint64(s.cfg.Epochs*perEpoch) {
+			return true
+		}
+	}
+	n := uint64(len(c.batches))
+	if n == 0 || j < n {
+		return false
+	}
+	last := c.batches[n-1]
+	if last.epoch < s.cfg.Epochs-1 {
+		return false
+	}
+	end, known := s.epochEnd(c, last.epoch)
+	return known && last.end >= end
+}
+
+// Lookup returns consumer name's batch number local, blocking until it can
+// be read. It fails at once with ErrNotFound when the consumer already
+// consumed it or it can never exist, and with ErrInterrupted when ctx ends.
+// caller is remembered so that the Open that follows is charged to name.
+func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller CallerID) (Ref, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.consumers[name]
+	if !ok {
+		return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, ErrNoConsumer)
+	}
+	c.started = true
+	for {
+		switch {
+		case s.closed:
+			return Ref{}, ErrClosed
+		case c.left:
+			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, ErrNoConsumer)
+		case c.evicted != "":
+			return Ref{}, fmt.Errorf("lookup %s/%d: %s: %w", name, local, c.evicted, ErrEvicted)
+		case s.isDone(c, local):
+			return Ref{}, fmt.Errorf("lookup %s/%d: consumed: %w", name, local, ErrNotFound)
+		case s.pastTheEnd(c, local):
+			return Ref{}, fmt.Errorf("lookup %s/%d: past the consumer's last epoch: %w", name, local, ErrNotFound)
+		}
+		if cb, ok := s.resolve(c, local); ok {
+			ref, err := s.ref(c, local, cb)
+			if err != nil {
+				return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
+			}
+			if ref.Direct {
+				s.held[ref.Seq].lookups[caller] = batchKey{c, local}
+			}
+			return ref, nil
+		}
+		if s.finished {
+			return Ref{}, fmt.Errorf("lookup %s/%d: the producer has stopped: %w", name, local, ErrNotFound)
+		}
+		if err := s.waitFor(ctx, c); err != nil {
+			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
+		}
+	}
+}
+
+func (s *Store) isDone(c *consumer, j uint64) bool {
+	if j < c.low {
+		return true
+	}
+	_, ok := c.done[j]
+	return ok
+}
+
+// ref describes c's batch j. Callers hold s.mu.
+func (s *Store) ref(c *consumer, j uint64, cb cbatch) (Ref, error) {
+	ref := Ref{Consumer: c.id, Local: j, Epoch: cb.epoch, Index: cb.index, Samples: int(cb.end - cb.start)}
+	for x := cb.start; x < cb.end; {
+		b := s.batchAt(x)
+		if b == nil {
+			return Ref{}, fmt.Errorf("sample %d no longer held: %w", x, ErrNotFound)
+		}
+		to := min(cb.end, b.end())
+		ref.Pieces = append(ref.Pieces, Piece{Seq: b.seq, From: int(x - b.first), To: int(to - b.first), Total: b.info.Samples})
+		if b.at.After(ref.Time) {
+			ref.Time = b.at
+		}
+		x = to
+	}
+	if len(ref.Pieces) == 1 {
+		p, b := ref.Pieces[0], s.held[ref.Pieces[0].Seq]
+		if p.From == 0 && p.To == b.info.Samples && b.info.Epoch == cb.epoch && b.info.Index == cb.index {
+			ref.Direct, ref.Seq, ref.Size = true, b.seq, b.blob.Size()
+			return ref, nil
+		}
+	}
+	ref.Size = s.cfg.SizeOf(ref.Samples)
+	return ref, nil
+}
+
+// waitFor is wait with the consumer's waiting state and time kept.
+func (s *Store) waitFor(ctx context.Context, c *consumer) error {
+	if c.waiting == 0 {
+		c.waitSince = time.Now()
+	}
+	c.waiting++
+	err := s.wait(ctx)
+	c.waiting--
+	if c.waiting == 0 {
+		c.waitTotal += time.Since(c.waitSince)
+	}
+	return err
+}
+
+// Pending lists the batches name can read now and has not consumed, in
+// order: what `ls` shows.
+func (s *Store) Pending(name string) ([]Ref, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.consumers[name]
+	if !ok {
+		return nil, fmt.Errorf("list %s: %w", name, ErrNoConsumer)
+	}
+	if !c.active() {
+		return nil, nil
+	}
+	var refs []Ref
+	for j := c.low; ; j++ {
+		if s.pastTheEnd(c, j) {
+			break
+		}
+		cb, ok := s.resolve(c, j)
+		if !ok {
+			break
+		}
+		if s.isDone(c, j) {
+			continue
+		}
+		ref, err := s.ref(c, j, cb)
+		if err != nil {
+			break
+		}
+		refs = append(refs, ref)
+	}
+	return refs, nil
+}
+
+// Unlink makes name give up its batch local: consumed now, or at the last
+// release if it has the batch open.
+func (s *Store) Unlink(name string, local uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.consumers[name]
+	if !ok {
+		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNoConsumer)
+	}
+	if c.evicted != "" {
+		return fmt.Errorf("unlink %s/%d: %s: %w", name, local, c.evicted, ErrEvicted)
+	}
+	if s.isDone(c, local) || local >= uint64(len(c.batches)) {
+		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNotFound)
+	}
+	if c.handles[local] == 0 {
+		s.consume(c, local)
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/tsock/tsock/batchstore"
+)
+
+// rebatchedInoBase keeps re-batched inode numbers clear of batch inodes
+// and of go-fuse's automatic ones (from 2^63).
+const rebatchedInoBase = 1 << 62
+
+// rebatchedIno is unique per consumer and batch number.
+func rebatchedIno(consumer int, local uint64) uint64 {
+	return rebatchedInoBase | uint64(consumer)<<36 | local&(1<<36-1)
+}
+
+// rebatchedFile is one consumer's batch that is not one producer batch as
+// produced: its own batch size, or an epoch stitched across two producer
+// epochs. The daemon assembles its reads from the producer batches, so
+// no second copy of the samples is kept.
+type rebatchedFile struct {
+	readOnlyFile
+	fs   *fileSystem
+	name string
+	ref  batchstore.Ref
+}
+
+var (
+	_ = (fusefs.NodeOpener)((*rebatchedFile)(nil))
+	_ = (fusefs.NodeGetattrer)((*rebatchedFile)(nil))
+)
+
+func (f *rebatchedFile) fillAttr(attr *fuse.Attr) {
+	attr.Mode = syscall.S_IFREG | 0o444
+	attr.Size = uint64(f.ref.Size)
+	attr.Blocks = (attr.Size + 511) / 512
+	attr.Nlink = 1
+	t := f.ref.Time
+	if t.IsZero() {
+		t = time.Now()
+	}
+	attr.SetTimes(&t, &t, &t)
+}
+
+func (f *rebatchedFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	f.fillAttr(&out.Attr)
+	return 0
+}
+
+func (f *rebatchedFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if flags&writeFlags != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	lease, err := f.fs.store.OpenBatch(f.name, f.ref.Local)
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	comp, err := f.fs.opts.Compose(f.ref, lease.Blobs(), f.name)
+	if err != nil {
+		lease.Release()
+		return nil, 0, errno(err)
+	}
+	return &batchHandle{lease: lease, path: f.fs.path, data: comp}, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// newBatchInode returns the inode for ref under consumer dir d.
+func (d *consumerDir) newBatchInode(ctx context.Context, ref batchstore.Ref, out *fuse.EntryOut) *fusefs.Inode {
+	if ref.Direct {
+		node := &batchFile{fs: d.fs, seq: ref.Seq, size: ref.Size, at: ref.Time}
+		node.fillAttr(&out.Attr)
+		return d.NewInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: batchIno(ref.Seq)})
+	}
+	node := &rebatchedFile{fs: d.fs, name: d.name, ref: ref}
+	node.fillAttr(&out.Attr)
+	return d.NewInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: rebatchedIno(ref.Consumer, ref.Local)})
+}
+
+// Composer assembles consumer's re-batched file ref from the producer
+// batches it spans; the format is the producer's business.
+type Composer func(ref batchstore.Ref, blobs map[uint64]batchstore.Blob, consumer string) (BatchData, error)

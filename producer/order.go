@@ -1,0 +1,64 @@
+package producer
+
+import (
+	"math/rand/v2"
+	"sort"
+)
+
+// plan fixes epoch e's order in the store, atomically with joins, and
+// returns it. prev is epoch e-1's order (nil before epoch 0).
+func (p *Producer) plan(e int, prev []int) []int {
+	var order []int
+	p.store.PlanEpoch(e, func(splits map[int]int) map[int]int {
+		var out map[int]int
+		order, out = p.orderWithSplits(e, prev, splits)
+		return out
+	})
+	return order
+}
+
+// orderWithSplits is "stitching": a consumer that joined at order position
+// s of the previous epoch saw everything after s, so the samples before s
+// must come first in this epoch, shuffled among themselves. With several
+// such splits the previous order is cut at each of them, and each piece
+// is shuffled on its own: every split's prefix set is kept. Known-bad
+// samples are dropped. It returns the order and each split's output
+// position in it.
+func (p *Producer) orderWithSplits(e int, prev []int, splits map[int]int) ([]int, map[int]int) {
+	if prev == nil {
+		prev = make([]int, p.cfg.Source.Len())
+		for i := range prev {
+			prev[i] = i
+		}
+	}
+	cuts := []int{0, len(prev)}
+	for _, pos := range splits {
+		cuts = append(cuts, min(max(pos, 0), len(prev)))
+	}
+	sort.Ints(cuts)
+	order := make([]int, 0, len(prev))
+	outAt := map[int]int{}
+	for k := 0; k+1 < len(cuts); k++ {
+		if cuts[k] == cuts[k+1] {
+			continue
+		}
+		outAt[cuts[k]] = len(order)
+		start := len(order)
+		for _, idx := range prev[cuts[k]:cuts[k+1]] {
+			if !p.stats.isBad(idx) {
+				order = append(order, idx)
+			}
+		}
+		if p.cfg.Transform == Train {
+			seg := order[start:]
+			rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(e)<<24^uint64(k)^0x5368756666))
+			rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })
+		}
+	}
+	outAt[len(prev)] = len(order)
+	out := make(map[int]int, len(splits))
+	for id, pos := range splits {
+		out[id] = outAt[min(max(pos, 0), len(prev))]
+	}
+	return order, out
+}
