@@ -27,7 +27,7 @@ type env struct {
 func mount(t *testing.T, passthrough bool) *env {
 	t.Helper()
 	fusetest.Need(t)
-	e := &env{t: t, store: batchstore.New(batchstore.Config{Limit: 64 << 20}), alloc: memfile.NewMemFD(), dir: t.TempDir()}
+	e := &env{t: t, store: batchstore.New(batchstore.Config{Limit: 64 << 20, SizeOf: func(n int) int64 { return int64(n) * contentSize }}), alloc: memfile.NewMemFD(), dir: t.TempDir()}
 	probe, err := e.alloc.Create(4096)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func mount(t *testing.T, passthrough bool) *env {
 	defer probe.Free()
 	e.m, err = fs.Mount(e.dir, e.store, fs.Options{
 		Status:      func() ([]byte, error) { return []byte("ok\n"), nil },
-		Passthrough: passthrough, Backing: "memfd", ProbeFd: probe.Fd(),
+		Passthrough: passthrough, Backing: "memfd", ProbeFd: probe.Fd(), Compose: concat,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -63,10 +63,37 @@ func both(t *testing.T, test func(t *testing.T, e *env)) {
 	}
 }
 
-// content is batch seq's bytes: distinct per batch, size varies.
+// content is batch seq's bytes: distinct per batch, all contentSize long.
 func content(seq int) []byte {
-	b := bytes.Repeat([]byte(fmt.Sprintf("batch %06d|", seq)), 1000+seq*377)
-	return b
+	return bytes.Repeat([]byte(fmt.Sprintf("batch %06d|", seq)), contentSize/13)
+}
+
+const contentSize = 13 * 1000
+
+// concat is the test's batch format: a batch of n samples is the n
+// producer batches' bytes one after the other.
+func concat(ref batchstore.Ref, blobs map[uint64]batchstore.Blob, _ string) (fs.BatchData, error) {
+	var parts []batchstore.Blob
+	for _, p := range ref.Pieces {
+		parts = append(parts, blobs[p.Seq])
+	}
+	return concatData(parts), nil
+}
+
+type concatData []batchstore.Blob
+
+func (c concatData) Size() int64 { return int64(len(c)) * contentSize }
+
+func (c concatData) ReadAt(p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) && off < c.Size() {
+		k, err := c[off/contentSize].ReadAt(p[n:min(len(p), n+int(contentSize-off%contentSize))], off%contentSize)
+		if err != nil {
+			return n, err
+		}
+		n, off = n+k, off+int64(k)
+	}
+	return n, nil
 }
 
 // publish writes content(seq) into a memory file and publishes it.

@@ -9,11 +9,18 @@ import (
 // picture depends on the class (its colour and stripe direction), so a
 // model can learn the labels from the pixels.
 type Synthetic struct {
-	n, classes int
+	n, classes       int
+	minSide, maxSide int
 }
 
-// NewSynthetic returns a source of n images in the given number of classes.
-func NewSynthetic(n, classes int) *Synthetic { return &Synthetic{n: n, classes: classes} }
+// NewSynthetic returns a source of n photo-sized images in the given
+// number of classes.
+func NewSynthetic(n, classes int) *Synthetic { return NewSyntheticSized(n, classes, 240, 480) }
+
+// NewSyntheticSized is NewSynthetic with sides drawn from [minSide, maxSide].
+func NewSyntheticSized(n, classes, minSide, maxSide int) *Synthetic {
+	return &Synthetic{n: n, classes: classes, minSide: minSide, maxSide: maxSide}
+}
 
 // Describe implements Source.
 func (s *Synthetic) Describe() string { return fmt.Sprintf("synthetic:%d", s.n) }
@@ -39,7 +46,8 @@ func (s *Synthetic) Name(i int) string { return fmt.Sprintf("synthetic #%d", i) 
 // Load implements Source.
 func (s *Synthetic) Load(i int, dst *RGB, _ *[]byte) error {
 	rng := rand.New(rand.NewPCG(uint64(i), 0x5eed))
-	w, h := 320+rng.IntN(161), 240+rng.IntN(161)
+	span := s.maxSide - s.minSide + 1
+	w, h := s.minSide+rng.IntN(span), s.minSide+rng.IntN(span)
 	paint(dst, w, h, s.Label(i), s.classes, rng)
 	return nil
 }

@@ -169,8 +169,21 @@ func (d *daemon) stop(t *testing.T) {
 // consume starts a consumer process that copies NAME's batches to a dir.
 func consume(t *testing.T, d *daemon, name string) (*exec.Cmd, string) {
 	t.Helper()
+	return consumeSized(t, d, name, 0)
+}
+
+// consumeSized is consume with the consumer's own batch size (0: the
+// producer's), written to its batch_size file before it reads.
+func consumeSized(t *testing.T, d *daemon, name string, batchSize int) (*exec.Cmd, string) {
+	t.Helper()
 	if err := os.Mkdir(filepath.Join(d.dir, "consumers", name), 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if batchSize > 0 {
+		knob := filepath.Join(d.dir, "consumers", name, "batch_size")
+		if err := os.WriteFile(knob, []byte(fmt.Sprintln(batchSize)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/producertest"
+)
+
+// TestLateJoinersOwnSizesAndACrash: consumers in separate processes join at
+// random moments with their own batch sizes while one is killed with
+// SIGKILL mid-epoch; every survivor reads exact epochs of its own, and
+// all of them read the same samples, byte for byte, where they overlap.
+func TestLateJoinersOwnSizesAndACrash(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("schedule seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	src := producertest.Folder(t, 37, 3)
+	folder, err := producer.ScanFolder(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batch, epochs = 8, 2
+	buffer := fmt.Sprint(6 * (producer.DataStart + batch*(16+3*32*32)))
+	d := startDaemon(t, "--source", src, "--batch-size", fmt.Sprint(batch), "--image-size", "32",
+		"--epochs", fmt.Sprint(epochs), "--buffer", buffer, "--consumer-timeout", "1s", "--workers", "2")
+
+	type run struct {
+		name string
+		size int
+		cmd  *exec.Cmd
+		out  string
+	}
+	runs := []*run{{name: "first", size: batch}}
+	runs[0].cmd, runs[0].out = consumeSized(t, d, "first", 0)
+	// The victim maps a batch and is killed while the others go on.
+	victimDir := filepath.Join(d.dir, "consumers", "victim")
+	os.Mkdir(victimDir, 0o755)
+	victim := exec.Command(os.Args[0], "-test.run=^$")
+	victim.Env = append(os.Environ(), "TSOCK_TEST_VICTIM="+filepath.Join(victimDir, "000000.safetensors"))
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i, size := range []int{batch, 4, 16, 5} {
+		waitPosition(t, d, "first", rng.IntN(2*37/batch))
+		r := &run{name: fmt.Sprintf("late%d", i), size: size}
+		r.cmd, r.out = consumeSized(t, d, r.name, size)
+		runs = append(runs, r)
+		if i == 1 {
+			victim.Process.Kill()
+			victim.Wait()
+		}
+	}
+	var streams [][][]byte // per consumer: every sample's index and image
+	for _, r := range runs {
+		if err := r.cmd.Wait(); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		batches, _ := readCopies(t, r.out)
+		want := producertest.Stream{Good: producertest.All(folder.Len()), Label: folder.Label, BatchSize: r.size, Epochs: epochs}
+		if err := want.Check(batches); err != nil {
+			status, _ := os.ReadFile(filepath.Join(d.dir, "consumers", r.name, "status"))
+			t.Fatalf("%s: %v\n%s", r.name, err, status)
+		}
+		streams = append(streams, samples(batches))
+	}
+	// All consumers read windows of one stream of samples.
+	overlaps := 0
+	for i := range streams {
+		for j := i + 1; j < len(streams); j++ {
+			overlap, err := sameStream(streams[i], streams[j])
+			if err != nil {
+				t.Fatalf("%s against %s: %v", runs[j].name, runs[i].name, err)
+			}
+			if overlap {
+				overlaps++
+			}
+		}
+	}
+	if overlaps < len(streams)-1 {
+		t.Fatalf("only %d pairs of consumers read common samples", overlaps)
+	}
+	d.stop(t)
+}
+
+// waitPosition returns once consumer name has consumed n batches.
+func waitPosition(t *testing.T, d *daemon, name string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		status, err := os.ReadFile(filepath.Join(d.dir, "consumers", name, "status"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pos int
+		for _, line := range strings.Split(string(status), "\n") {
+			fmt.Sscanf(line, "position: %d", &pos)
+		}
+		if pos >= n || strings.Contains(string(status), "state: done") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s stuck at position %d:\n%s", name, pos, status)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a status file: there is no event to wait on
+	}
+}
+
+// samples flattens batches to one record per sample: index and image bytes.
+func samples(batches []*producer.Batch) [][]byte {
+	var out [][]byte
+	for _, b := range batches {
+		per := len(b.Images) / b.Samples()
+		for i := 0; i < b.Samples(); i++ {
+			rec := append([]byte(fmt.Sprintf("%d:", b.Indices[i])), b.Images[i*per:(i+1)*per]...)
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// sameStream: where b starts somewhere in a (or a somewhere in b), from
+// there the two agree sample for sample as far as both go. It reports
+// whether they overlap at all (a joiner that came after another finished
+// need not).
+func sameStream(a, b [][]byte) (bool, error) {
+	at := func(x, y [][]byte) int {
+		for i := range x {
+			if bytes.Equal(x[i], y[0]) {
+				return i
+			}
+		}
+		return -1
+	}
+	off := at(a, b)
+	if off < 0 {
+		if off = at(b, a); off < 0 {
+			return false, nil
+		}
+		a, b = b, a
+	}
+	for i := off; i < len(a) && i-off < len(b); i++ {
+		if !bytes.Equal(a[i], b[i-off]) {
+			return true, fmt.Errorf("sample %d of one stream differs from sample %d of the other", i, i-off)
+		}
+	}
+	return true, nil
+}

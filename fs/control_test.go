@@ -1,0 +1,68 @@
+package fs_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestBatchSizeControlFile(t *testing.T) {
+	both(t, func(t *testing.T, e *env) {
+		e.join("a")
+		knob := e.path("consumers", "a", "batch_size")
+		read := func() string {
+			b, err := os.ReadFile(knob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		if got := read(); got != "1\n" {
+			t.Fatalf("default batch_size %q, want the producer's 1", got)
+		}
+		if st, err := os.Stat(knob); err != nil || st.Mode().Perm() != 0o644 {
+			t.Fatalf("batch_size mode %v (%v), want 0644", st.Mode(), err)
+		}
+		write := func(v string) error { return os.WriteFile(knob, []byte(v), 0o644) }
+		if err := write("3\n"); err != nil {
+			t.Fatalf("echo 3 > batch_size: %v", err)
+		}
+		for _, bad := range []string{"0\n", "-2", "abc", "1.5", " ", "99999999999"} {
+			if err := write(bad); !errors.Is(err, syscall.EINVAL) {
+				t.Errorf("write %q: got %v, want EINVAL", bad, err)
+			}
+		}
+		if got := read(); got != "3\n" {
+			t.Fatalf("batch_size after bad writes %q, want 3", got)
+		}
+		for i := 0; i < 7; i++ {
+			e.publish(i)
+		}
+		got, err := os.ReadFile(e.batch("a", 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := bytes.Join([][]byte{content(0), content(1), content(2)}, nil)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("re-batched batch 0: %d bytes, not batches 0-2 (%d bytes)", len(got), len(want))
+		}
+		if err := write("2"); !errors.Is(err, syscall.EBUSY) {
+			t.Fatalf("batch_size after reading: got %v, want EBUSY", err)
+		}
+		waitFor(t, "release", func() bool { cs, _ := e.store.ConsumerSnapshot("a"); return cs.BatchesRead == 1 })
+		entries, _ := os.ReadDir(e.path("consumers", "a"))
+		var names []string
+		for _, de := range entries {
+			names = append(names, de.Name())
+		}
+		if strings.Join(names, " ") != "000001.safetensors batch_size status" {
+			t.Fatalf("ls: %v (the 7th sample waits for a full batch)", names)
+		}
+		if snap := e.store.Snapshot(); snap.Freed != 3 {
+			t.Fatalf("after reading 3 samples: %d producer batches freed, want 3", snap.Freed)
+		}
+	})
+}

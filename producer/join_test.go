@@ -1,0 +1,172 @@
+package producer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/producertest"
+)
+
+// TestRandomJoinSchedulesGiveExactEpochs is the proof of stitching: over
+// many random schedules (dataset size, batch size, epochs, buffer, and
+// consumers that join at random moments with their own batch sizes), every
+// consumer reads exactly its epochs — each sample once per epoch, only an
+// epoch's last batch short — while the producer runs once for all.
+func TestRandomJoinSchedulesGiveExactEpochs(t *testing.T) {
+	var stitched, rebatched, direct int
+	for seed := uint64(0); seed < 60; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			s, r, d := joinSchedule(t, seed)
+			stitched, rebatched, direct = stitched+s, rebatched+r, direct+d
+		})
+	}
+	t.Logf("%d stitched joiners, %d re-batched and %d shared batches read", stitched, rebatched, direct)
+	if stitched < 10 || rebatched < 100 || direct < 100 {
+		t.Fatal("the schedules do not exercise stitching, re-batching and sharing enough")
+	}
+}
+
+type joiner struct {
+	name      string
+	after     uint64 // joins once this many samples are published
+	batchSize int
+	got       []*producer.Batch
+	rebatched int // batches read as re-batched files
+	stitched  bool
+	err       error
+}
+
+// joinSchedule runs one schedule and returns how many joiners were
+// stitched and how many re-batched and shared batches were read.
+func joinSchedule(t *testing.T, seed uint64) (stitched, rebatched, direct int) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	n := 10 + rng.IntN(40)
+	cfg := producer.Config{
+		Source: producer.NewSyntheticSized(n, 3, 6, 14), BatchSize: 2 + rng.IntN(6), ImageSize: 4,
+		Epochs: 1 + rng.IntN(3), Workers: 1 + rng.IntN(3), Seed: seed, Layout: producer.NCHW, Transform: producer.Train,
+	}
+	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*int64(4+rng.IntN(4))))
+	defer store.Close()
+	p, err := producer.New(cfg, store, memfile.NewMemFD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	composer := producer.NewComposer(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+
+	total := uint64(n * cfg.Epochs)
+	sizes := []int{cfg.BatchSize, 1 + rng.IntN(2*cfg.BatchSize), cfg.BatchSize * 2, max(1, cfg.BatchSize/2)}
+	joiners := []*joiner{{name: "first", batchSize: cfg.BatchSize}}
+	for i := 0; i < 1+rng.IntN(3); i++ {
+		joiners = append(joiners, &joiner{name: fmt.Sprintf("late%d", i), after: rng.Uint64N(total + 1),
+			batchSize: sizes[rng.IntN(len(sizes))]})
+	}
+	var wg sync.WaitGroup
+	for i, j := range joiners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j.err = j.run(ctx, store, composer, batchstore.CallerID(i+1))
+		}()
+	}
+	wg.Wait()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	for _, j := range joiners {
+		if j.err != nil {
+			t.Fatalf("%s: %v", j.name, j.err)
+		}
+		want := producertest.Stream{Good: producertest.All(n), Label: cfg.Source.Label, BatchSize: j.batchSize, Epochs: cfg.Epochs}
+		if err := want.Check(j.got); err != nil {
+			cs, _ := store.ConsumerSnapshot(j.name)
+			t.Fatalf("%s (n=%d batch=%d own batch=%d epochs=%d joined at producer epoch %d sample %d): %v",
+				j.name, n, cfg.BatchSize, j.batchSize, cfg.Epochs, cs.JoinedEpoch, cs.JoinedPos, err)
+		}
+		rebatched += j.rebatched
+		direct += len(j.got) - j.rebatched
+		if j.stitched {
+			stitched++
+		}
+	}
+	return stitched, rebatched, direct
+}
+
+// run joins once enough is published and reads every batch it gets.
+func (j *joiner) run(ctx context.Context, s *batchstore.Store, comp producer.Composer, caller batchstore.CallerID) error {
+	for s.Snapshot().SamplesPublished < j.after {
+		if s.Snapshot().ProducerIdle { // nothing more will come: join now
+			break
+		}
+		runtime.Gosched()
+		time.Sleep(50 * time.Microsecond) // a schedule, not a race: any moment is a valid join
+	}
+	if err := s.Join(j.name); err != nil {
+		return err
+	}
+	if err := s.SetBatchSize(j.name, j.batchSize); err != nil {
+		return err
+	}
+	cs, _ := s.ConsumerSnapshot(j.name)
+	j.stitched = cs.Stitched
+	for local := uint64(0); ; local++ {
+		ref, err := s.Lookup(ctx, j.name, local, caller)
+		if errors.Is(err, batchstore.ErrNotFound) {
+			return s.Leave(j.name)
+		}
+		if err != nil {
+			return err
+		}
+		b, err := readRef(s, comp, j.name, ref, caller)
+		if err != nil {
+			return fmt.Errorf("batch %d: %w", local, err)
+		}
+		j.got = append(j.got, b)
+		if !ref.Direct {
+			j.rebatched++
+		}
+	}
+}
+
+// readRef reads one batch as the file system serves it.
+func readRef(s *batchstore.Store, comp producer.Composer, name string, ref batchstore.Ref, caller batchstore.CallerID) (*producer.Batch, error) {
+	var l *batchstore.Lease
+	var err error
+	var data interface {
+		ReadAt([]byte, int64) (int, error)
+	}
+	if ref.Direct {
+		l, err = s.Open(ref.Seq, caller)
+		if err == nil {
+			data = l.Blob()
+		}
+	} else {
+		l, err = s.OpenBatch(name, ref.Local)
+		if err == nil {
+			data, err = comp.Compose(ref, l.Blobs(), name)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer l.Release()
+	buf := make([]byte, ref.Size)
+	if n, err := data.ReadAt(buf, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
+		return nil, err
+	}
+	return producer.ParseBatch(buf)
+}
