@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -98,6 +99,12 @@ func (m *Mounted) probePassthrough(opts Options) (bool, string) {
 
 // DataPath says how batch reads are served right now.
 func (m *Mounted) DataPath() string {
+	return m.SharedPath() + fmt.Sprintf("; re-batched files (a consumer's own batch size or epochs not aligned with the producer's) are assembled by the daemon: %s read so far",
+		humanize.IBytes(m.fs.path.rebatchedBytes.Load()))
+}
+
+// SharedPath says how the producer's own batch files are served.
+func (m *Mounted) SharedPath() string {
 	p := m.fs.path
 	if p.wanted {
 		if n := p.daemonReads.Load(); n > 0 {

@@ -123,23 +123,10 @@ func (j *joiner) run(ctx context.Context, s *batchstore.Store, comp producer.Com
 	}
 	cs, _ := s.ConsumerSnapshot(j.name)
 	j.stitched = cs.Stitched
-	for local := uint64(0); ; local++ {
-		ref, err := s.Lookup(ctx, j.name, local, caller)
-		if errors.Is(err, batchstore.ErrNotFound) {
-			return s.Leave(j.name)
-		}
-		if err != nil {
-			return err
-		}
-		b, err := readRef(s, comp, j.name, ref, caller)
-		if err != nil {
-			return fmt.Errorf("batch %d: %w", local, err)
-		}
-		j.got = append(j.got, b)
-		if !ref.Direct {
-			j.rebatched++
-		}
+	if err := readAll(ctx, s, comp, j, 0, caller); err != nil {
+		return err
 	}
+	return s.Leave(j.name)
 }
 
 // readRef reads one batch as the file system serves it.
@@ -169,4 +156,93 @@ func readRef(s *batchstore.Store, comp producer.Composer, name string, ref batch
 		return nil, err
 	}
 	return producer.ParseBatch(buf)
+}
+
+// TestJoinAtEpochWaitsForTheNextEpoch: with --join epoch a consumer that
+// joins mid-epoch starts at the next producer epoch, aligned, and still
+// gets all its epochs.
+func TestJoinAtEpochWaitsForTheNextEpoch(t *testing.T) {
+	cfg := producer.Config{
+		Source: producer.NewSyntheticSized(20, 2, 6, 10), BatchSize: 4, ImageSize: 4, Epochs: 2,
+		Workers: 2, Seed: 1, Layout: producer.NHWC, Transform: producer.Train,
+	}
+	storeCfg := producer.StoreConfig(cfg, cfg.BatchBytes()*3)
+	storeCfg.JoinAtEpoch = true
+	store := batchstore.New(storeCfg)
+	defer store.Close()
+	p, err := producer.New(cfg, store, memfile.NewMemFD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	comp := producer.NewComposer(cfg)
+	first := &joiner{name: "first", batchSize: 4}
+	if err := store.Join("first"); err != nil {
+		t.Fatal(err)
+	}
+	for local := uint64(0); local < 2; local++ { // mid-epoch 0
+		ref, err := store.Lookup(ctx, "first", local, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := readRef(store, comp, "first", ref, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first.got = append(first.got, b)
+	}
+	if err := store.Join("aligned"); err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := store.ConsumerSnapshot("aligned")
+	if cs.Stitched || cs.JoinedPos != 0 || cs.JoinedEpoch != 1 {
+		t.Fatalf("--join epoch placed the joiner at %+v, want producer epoch 1 sample 0", cs)
+	}
+	late := &joiner{name: "aligned", batchSize: 4, after: 0}
+	errs := make(chan error, 2)
+	go func() { errs <- readAll(ctx, store, comp, first, 2, 1) }()
+	go func() { errs <- readAll(ctx, store, comp, late, 0, 2) }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	<-done
+	for _, j := range []*joiner{first, late} {
+		want := producertest.Stream{Good: producertest.All(20), Label: cfg.Source.Label, BatchSize: 4, Epochs: 2}
+		if err := want.Check(j.got); err != nil {
+			t.Fatalf("%s: %v", j.name, err)
+		}
+	}
+	// first's epochs are the producer's: it reads the shared files. The
+	// joiner's epoch 0 is producer epoch 1, and a shared file's metadata
+	// names the producer's epoch, so it reads files of its own.
+	if first.rebatched != 0 || late.rebatched == 0 {
+		t.Fatalf("re-batched files read: first %d (want 0), aligned %d (want all)", first.rebatched, late.rebatched)
+	}
+}
+
+// readAll reads j's batches from number from on until the end.
+func readAll(ctx context.Context, s *batchstore.Store, comp producer.Composer, j *joiner, from uint64, caller batchstore.CallerID) error {
+	for local := from; ; local++ {
+		ref, err := s.Lookup(ctx, j.name, local, caller)
+		if errors.Is(err, batchstore.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		b, err := readRef(s, comp, j.name, ref, caller)
+		if err != nil {
+			return err
+		}
+		j.got = append(j.got, b)
+		if !ref.Direct {
+			j.rebatched++
+		}
+	}
 }

@@ -124,7 +124,7 @@ func (c *mountCommand) Run(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "tsock: mounted %s: %s, %d samples in %d classes; %s\n", c.mounted.Dir,
-		c.cfg.Source.Describe(), c.cfg.Source.Len(), len(c.cfg.Source.Classes()), c.mounted.DataPath())
+		c.cfg.Source.Describe(), c.cfg.Source.Len(), len(c.cfg.Source.Classes()), c.mounted.SharedPath())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	produced := make(chan error, 1)
