@@ -66,7 +66,25 @@ func (f *rebatchedFile) Open(ctx context.Context, flags uint32) (fusefs.FileHand
 		lease.Release()
 		return nil, 0, errno(err)
 	}
-	return &batchHandle{lease: lease, path: f.fs.path, data: comp}, fuse.FOPEN_KEEP_CACHE, 0
+	h := &batchHandle{lease: lease, path: f.fs.path, data: comp}
+	return &rebatchedHandle{batchHandle: h, file: f}, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// rebatchedHandle drops the file's page cache at release: the kernel's
+// copy of a re-batched file would otherwise be a second copy of samples
+// the buffer holds, kept until memory pressure evicts it.
+type rebatchedHandle struct {
+	*batchHandle
+	file *rebatchedFile
+}
+
+var _ = (fusefs.FileReleaser)((*rebatchedHandle)(nil))
+
+func (h *rebatchedHandle) Release(ctx context.Context) syscall.Errno {
+	h.batchHandle.Release(ctx)
+	// Asynchronously: the kernel must not wait on us while it invalidates.
+	go h.file.NotifyContent(0, 0)
+	return 0
 }
 
 // newBatchInode returns the inode for ref under consumer dir d.
