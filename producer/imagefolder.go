@@ -109,11 +109,16 @@ func (f *Folder) Name(i int) string { return f.paths[i] }
 
 // Load implements Source.
 func (f *Folder) Load(i int, dst *RGB, scratch *[]byte) error {
-	data, err := readFile(f.paths[i], scratch)
+	data, err := f.Encoded(i, scratch)
 	if err != nil {
 		return err
 	}
 	return decodeImage(data, dst)
+}
+
+// Encoded implements EncodedSource.
+func (f *Folder) Encoded(i int, scratch *[]byte) ([]byte, error) {
+	return readFile(f.paths[i], scratch)
 }
 
 // maxFileSize bounds one encoded image read into memory.

@@ -21,6 +21,7 @@ type Config struct {
 	Seed      uint64
 	Layout    Layout
 	Transform Transform
+	Decoder   string // auto, turbo or go
 }
 
 // Validate checks the numbers a user gives.
@@ -53,10 +54,12 @@ func (c *Config) BatchBytes() int64 {
 
 // Producer fills a store from a source.
 type Producer struct {
-	cfg   Config
-	store *batchstore.Store
-	alloc *memfile.Allocator
-	stats *Stats
+	cfg      Config
+	useTurbo bool
+	decoder  string // what status says of the decoder in use
+	store    *batchstore.Store
+	alloc    *memfile.Allocator
+	stats    *Stats
 }
 
 // New returns a producer; Run starts it.
@@ -71,7 +74,11 @@ func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator) (*Produc
 		return nil, fmt.Errorf("buffer of %d bytes is smaller than one batch (%d bytes for %d images of %dx%d): raise --buffer or lower --batch-size",
 			store.Limit(), cfg.BatchBytes(), cfg.BatchSize, cfg.ImageSize, cfg.ImageSize)
 	}
-	return &Producer{cfg: cfg, store: store, alloc: alloc, stats: newStats()}, nil
+	useTurbo, describe, err := pickDecoder(cfg.Decoder)
+	if err != nil {
+		return nil, err
+	}
+	return &Producer{cfg: cfg, store: store, alloc: alloc, stats: newStats(), useTurbo: useTurbo, decoder: describe}, nil
 }
 
 // Stats is the producer's live counters.
@@ -180,15 +187,10 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 
 // work makes samples until tasks closes.
 func (p *Producer) work(ctx context.Context, tasks <-chan *task, results chan<- *task) {
-	var img RGB
-	var scratch []byte
-	rs := newResampler(p.cfg.ImageSize, p.cfg.Layout)
+	w := p.newWorker()
+	defer w.close()
 	for t := range tasks {
-		t.err = p.cfg.Source.Load(t.index, &img, &scratch)
-		if t.err == nil {
-			c := cropFor(p.cfg.Transform, p.cfg.Seed, t.epoch, t.index, img.W, img.H)
-			rs.resize(&img, c, t.buf)
-		}
+		t.err = w.make(t)
 		p.stats.verdict(t.epoch, t.index, p.cfg.Source.Name(t.index), t.err)
 		select {
 		case results <- t:
@@ -197,3 +199,6 @@ func (p *Producer) work(ctx context.Context, tasks <-chan *task, results chan<- 
 		}
 	}
 }
+
+// Decoder says which decoder is in use, and why.
+func (p *Producer) Decoder() string { return p.decoder }

@@ -95,6 +95,12 @@ func TestFolderLabelsFollowImageFolderOrder(t *testing.T) {
 }
 
 func TestBadInputsAreSkippedAndCounted(t *testing.T) {
+	for _, dec := range []string{producer.DecoderTurbo, producer.DecoderGo} {
+		t.Run(dec, func(t *testing.T) { badInputs(t, dec) })
+	}
+}
+
+func badInputs(t *testing.T, decoder string) {
 	dir := producertest.Folder(t, 12, 3)
 	bad, tiny := producertest.BadFiles(t, dir, "class001")
 	src, err := producer.ScanFolder(dir)
@@ -102,9 +108,12 @@ func TestBadInputsAreSkippedAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config(src, 5, 2, 2)
+	cfg.Decoder = decoder
 	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*4))
-	p, _ := producer.New(cfg, store, memfile.NewMemFD())
-	// Read through a helper that also checks the stats.
+	p, err := producer.New(cfg, store, memfile.NewMemFD())
+	if err != nil {
+		t.Fatalf("decoder %s: %v", decoder, err)
+	}
 	got := produceWith(t, p, store)
 	good := producertest.Without(src, bad)
 	want := producertest.Stream{Good: good, Label: src.Label, BatchSize: 5, Epochs: 2}
@@ -219,5 +228,46 @@ func TestBufferSmallerThanABatch(t *testing.T) {
 	_, err := producer.New(cfg, batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()-1)), memfile.NewMemFD())
 	if err == nil || !strings.Contains(err.Error(), "smaller than one batch") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+func TestDecodersAgreeOnContent(t *testing.T) {
+	dir := producertest.Folder(t, 6, 2)
+	src, err := producer.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [2][]*producer.Batch
+	for i, dec := range []string{producer.DecoderTurbo, producer.DecoderGo} {
+		cfg := config(src, 6, 1, 1)
+		cfg.Transform, cfg.Decoder, cfg.ImageSize = producer.Eval, dec, 24
+		got[i] = produce(t, cfg)
+	}
+	// DCT-domain scaling and the decoders' rounding move single pixels of
+	// these noisy pictures (by ~10, the noise's size), never the picture:
+	// every sample's mean colour must agree.
+	per := len(got[0][0].Images) / 6
+	plane := per / 3
+	for i := 0; i < 6; i++ {
+		for c := 0; c < 3; c++ {
+			mean := func(b []byte) float64 {
+				var s int
+				for _, v := range b[i*per+c*plane : i*per+(c+1)*plane] {
+					s += int(v)
+				}
+				return float64(s) / float64(plane)
+			}
+			if a, b := mean(got[0][0].Images), mean(got[1][0].Images); a-b > 3 || b-a > 3 {
+				t.Fatalf("sample %d channel %d: mean %.1f with libjpeg-turbo, %.1f with Go", i, c, a, b)
+			}
+		}
+	}
+}
+
+func TestUnknownDecoderIsRefused(t *testing.T) {
+	cfg := config(producer.NewSynthetic(4, 2), 2, 1, 1)
+	cfg.Decoder = "magic"
+	if _, err := producer.New(cfg, batchstore.New(producer.StoreConfig(cfg, 1<<20)), memfile.NewMemFD()); err == nil {
+		t.Fatal("decoder magic accepted")
 	}
 }

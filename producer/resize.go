@@ -23,117 +23,168 @@ func ParseLayout(s string) (Layout, error) {
 	return "", fmt.Errorf("layout %q: want nchw or nhwc", s)
 }
 
-// taps are one output pixel's source range and weights.
-type taps struct {
-	first int
-	w     []float32
+// precision is the fixed-point scale of filter weights (PIL uses 22 bits
+// for float input; 14 keep 8-bit samples times weights inside int32).
+const precision = 14
+
+// axis is a separable filter along one axis: output i reads k source
+// pixels from first[i] on, with weights w[i*k:(i+1)*k] that sum to
+// 1<<precision. Every output has the same k (zero-padded), so the inner
+// loops have no per-pixel bounds to look up.
+type axis struct {
+	first []int
+	w     []int32
+	k     int
 }
 
-// resampler cuts a crop out of an image and resizes it to S×S with a
-// triangle filter widened when downscaling (antialiased bilinear, as PIL
-// does it), mirrors it if asked, and writes it in the wanted layout. It
-// keeps its buffers between samples.
+// build computes n outputs over the source range [lo, lo+span) with a
+// triangle filter widened by the scale when downscaling (antialiased
+// bilinear, as PIL does it).
+func (a *axis) build(lo, span, n int, fw []float64) []float64 {
+	scale := float64(span) / float64(n)
+	support := math.Max(scale, 1)
+	// k: the most taps any output has with a non-zero weight.
+	a.k = 1
+	for i := 0; i < n; i++ {
+		first, last := a.reach(lo, span, i, scale, support)
+		a.k = max(a.k, last-first+1)
+	}
+	a.first = a.first[:0]
+	a.w = a.w[:0]
+	for i := 0; i < n; i++ {
+		center := float64(lo) + (float64(i)+0.5)*scale
+		first, _ := a.reach(lo, span, i, scale, support)
+		first = min(first, lo+span-a.k)
+		fw = fw[:0]
+		var sum float64
+		for j := first; j < first+a.k; j++ {
+			wt := math.Max(0, 1-math.Abs((float64(j)+0.5-center)/support))
+			fw = append(fw, wt)
+			sum += wt
+		}
+		if sum == 0 { // cannot happen with support ≥ 1; keep the pixel defined anyway
+			fw[0], sum = 1, 1
+		}
+		// Round to fixed point, then give the rounding error to the largest
+		// tap so the weights sum to exactly one.
+		var total int32
+		big := 0
+		for t, wt := range fw {
+			q := int32(math.Round(wt / sum * (1 << precision)))
+			a.w = append(a.w, q)
+			total += q
+			if wt > fw[big] {
+				big = t
+			}
+		}
+		a.w[len(a.w)-a.k+big] += 1<<precision - total
+		a.first = append(a.first, first)
+	}
+	return fw
+}
+
+// reach is the first and last source pixel, within [lo, lo+span), where
+// output i's filter is not zero.
+func (a *axis) reach(lo, span, i int, scale, support float64) (first, last int) {
+	center := float64(lo) + (float64(i)+0.5)*scale
+	// Pixel j's centre j+0.5 must be strictly within support of center.
+	first = int(math.Floor(center-support-0.5)) + 1
+	last = int(math.Ceil(center+support-0.5)) - 1
+	return max(first, lo), min(last, lo+span-1)
+}
+
+// resampler cuts a crop out of an image, resizes it to S×S, mirrors it if
+// asked, and writes it in the wanted layout, in integer arithmetic. It
+// keeps its buffers between samples: no garbage per image.
 type resampler struct {
 	size   int
 	layout Layout
-	cols   []taps
-	rows   []taps
-	tmp    []float32 // crop rows × S × 3, after the horizontal pass
-	wbuf   []float32
+	cols   axis
+	rows   axis
+	fw     []float64
+	tmp    []uint8 // crop rows × S × 3, after the horizontal pass
+	acc    []int32 // one output row × 3, during the vertical pass
 }
 
 func newResampler(size int, layout Layout) *resampler {
-	return &resampler{size: size, layout: layout}
-}
-
-// weights computes the taps of n outputs over the source range [lo, lo+span).
-func (r *resampler) weights(dst []taps, lo, span, n int) []taps {
-	scale := float64(span) / float64(n)
-	support := math.Max(scale, 1)
-	dst = dst[:0]
-	for i := 0; i < n; i++ {
-		center := float64(lo) + (float64(i)+0.5)*scale
-		first := max(lo, int(math.Floor(center-support)))
-		last := min(lo+span-1, int(math.Ceil(center+support)))
-		start := len(r.wbuf)
-		var sum float32
-		for j := first; j <= last; j++ {
-			x := (float64(j) + 0.5 - center) / support
-			wt := float32(math.Max(0, 1-math.Abs(x)))
-			r.wbuf = append(r.wbuf, wt)
-			sum += wt
-		}
-		w := r.wbuf[start:]
-		if sum == 0 { // cannot happen with support ≥ 1; keep the pixel defined anyway
-			w[0], sum = 1, 1
-		}
-		for k := range w {
-			w[k] /= sum
-		}
-		dst = append(dst, taps{first: first, w: w})
-	}
-	return dst
+	return &resampler{size: size, layout: layout, acc: make([]int32, 3*size)}
 }
 
 // resize writes src's crop c as an S×S sample into dst (3·S·S bytes).
 func (r *resampler) resize(src *RGB, c Crop, dst []byte) {
 	S := r.size
-	r.wbuf = r.wbuf[:0]
-	r.cols = r.weights(r.cols, c.X, c.W, S)
-	r.rows = r.weights(r.rows, c.Y, c.H, S)
+	r.fw = r.cols.build(c.X, c.W, S, r.fw)
+	r.fw = r.rows.build(c.Y, c.H, S, r.fw)
 	need := c.H * S * 3
 	if cap(r.tmp) < need {
-		r.tmp = make([]float32, need)
+		r.tmp = make([]uint8, need)
 	}
 	tmp := r.tmp[:need]
+	r.horizontal(src, c, tmp)
+	r.vertical(c, tmp, dst)
+}
+
+// horizontal resizes every row of the crop to S pixels into tmp.
+func (r *resampler) horizontal(src *RGB, c Crop, tmp []uint8) {
+	S, k := r.size, r.cols.k
 	stride := 3 * src.W
 	for y := 0; y < c.H; y++ {
-		row := src.Pix[(c.Y+y)*stride:]
-		out := tmp[y*S*3:]
-		for x, t := range r.cols {
-			var sr, sg, sb float32
-			p := 3 * t.first
-			for _, w := range t.w {
-				sr += w * float32(row[p])
-				sg += w * float32(row[p+1])
-				sb += w * float32(row[p+2])
-				p += 3
+		row := src.Pix[(c.Y+y)*stride : (c.Y+y+1)*stride]
+		out := tmp[y*S*3 : (y+1)*S*3]
+		for x := 0; x < S; x++ {
+			w := r.cols.w[x*k : x*k+k]
+			px := row[3*r.cols.first[x] : 3*(r.cols.first[x]+k)]
+			var sr, sg, sb int32
+			for t, wt := range w {
+				sr += wt * int32(px[3*t])
+				sg += wt * int32(px[3*t+1])
+				sb += wt * int32(px[3*t+2])
 			}
-			out[3*x], out[3*x+1], out[3*x+2] = sr, sg, sb
+			out[3*x], out[3*x+1], out[3*x+2] = clampFixed(sr), clampFixed(sg), clampFixed(sb)
 		}
 	}
+}
+
+// vertical combines tmp's rows into S output rows, mirrored if asked, in
+// the wanted layout.
+func (r *resampler) vertical(c Crop, tmp []uint8, dst []byte) {
+	S, k := r.size, r.rows.k
 	plane := S * S
-	for y, t := range r.rows {
-		for x := 0; x < S; x++ {
-			var sr, sg, sb float32
-			p := ((t.first-c.Y)*S + x) * 3
-			for _, w := range t.w {
-				sr += w * tmp[p]
-				sg += w * tmp[p+1]
-				sb += w * tmp[p+2]
-				p += S * 3
+	acc := r.acc
+	for y := 0; y < S; y++ {
+		clear(acc)
+		base := r.rows.first[y] - c.Y
+		for t, wt := range r.rows.w[y*k : y*k+k] {
+			in := tmp[(base+t)*S*3 : (base+t+1)*S*3]
+			for i, v := range in {
+				acc[i] += wt * int32(v)
 			}
+		}
+		for x := 0; x < S; x++ {
 			ox := x
 			if c.Flip {
 				ox = S - 1 - x
 			}
+			rr, gg, bb := clampFixed(acc[3*x]), clampFixed(acc[3*x+1]), clampFixed(acc[3*x+2])
 			if r.layout == NHWC {
 				o := (y*S + ox) * 3
-				dst[o], dst[o+1], dst[o+2] = round8(sr), round8(sg), round8(sb)
+				dst[o], dst[o+1], dst[o+2] = rr, gg, bb
 			} else {
 				o := y*S + ox
-				dst[o], dst[plane+o], dst[2*plane+o] = round8(sr), round8(sg), round8(sb)
+				dst[o], dst[plane+o], dst[2*plane+o] = rr, gg, bb
 			}
 		}
 	}
 }
 
-func round8(v float32) byte {
-	if v <= 0 {
+// clampFixed rounds a fixed-point sum to a byte.
+func clampFixed(v int32) uint8 {
+	v = (v + 1<<(precision-1)) >> precision
+	if v < 0 {
 		return 0
 	}
-	if v >= 255 {
+	if v > 255 {
 		return 255
 	}
-	return byte(v + 0.5)
+	return uint8(v)
 }

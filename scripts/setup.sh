@@ -3,7 +3,7 @@
 # need. Safe to run again: it does nothing when everything is there.
 set -euo pipefail
 
-packages=(fuse3 python3-numpy)
+packages=(fuse3 python3-numpy libturbojpeg0)
 if [[ "${TSOCK_SETUP_TORCH:-0}" == 1 ]]; then
 	packages+=(python3-torch python3-torchvision python3-pil)
 fi

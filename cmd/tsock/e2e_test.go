@@ -219,7 +219,7 @@ func readCopies(t *testing.T, dir string) ([]*producer.Batch, [][]byte) {
 func TestEndToEndThreeConsumersTwoEpochs(t *testing.T) {
 	for _, dataPath := range [][]string{
 		{"--storage", "tmpfs"},
-		{"--storage", "memfd", "--passthrough", "off"},
+		{"--storage", "memfd", "--passthrough", "off", "--decoder", "go"},
 	} {
 		t.Run(strings.Join(dataPath, " "), func(t *testing.T) { endToEnd(t, dataPath) })
 	}

@@ -61,6 +61,7 @@ func (c *mountCommand) Parse(args []string) error {
 	f.DurationVar(&c.eviction.Timeout, "consumer-timeout", 30*time.Second,
 		"evict a consumer with no open file and no progress for this long while the buffer is full")
 	f.StringVar(&straggler, "straggler", "block", "block: all wait for the slowest consumer; evict: evict one that holds a full buffer for --consumer-timeout")
+	f.StringVar(&c.cfg.Decoder, "decoder", "auto", "JPEG decoder: auto (libjpeg-turbo if installed), turbo, or go")
 	f.StringVar(&join, "join", "any", "any: a consumer joins mid-epoch, its epochs stitched exact; epoch: it waits for the next producer epoch")
 	f.StringVar(&c.storage, "storage", "auto", "batch memory: auto, tmpfs (huge pages, needs root) or memfd")
 	f.StringVar(&c.passthrough, "passthrough", "auto", "serve reads by FUSE passthrough: auto or off")
@@ -99,6 +100,8 @@ func (c *mountCommand) validate() error {
 		return fmt.Errorf("--storage %q: want auto, tmpfs or memfd", c.storage)
 	case c.passthrough != "auto" && c.passthrough != "off":
 		return fmt.Errorf("--passthrough %q: want auto or off", c.passthrough)
+	case c.cfg.Decoder != producer.DecoderAuto && c.cfg.Decoder != producer.DecoderTurbo && c.cfg.Decoder != producer.DecoderGo:
+		return fmt.Errorf("--decoder %q: want auto, turbo or go", c.cfg.Decoder)
 	case c.join != "any" && c.join != "epoch":
 		return fmt.Errorf("--join %q: want any or epoch", c.join)
 	case c.eviction.Timeout <= 0:

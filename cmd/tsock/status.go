@@ -23,6 +23,7 @@ func (c *mountCommand) status() ([]byte, error) {
 	fmt.Fprintf(&b, "classes: %d\n", len(cfg.Source.Classes()))
 	fmt.Fprintf(&b, "transform: %s, %dx%d %s, batch size %d, seed %d, %d workers\n",
 		cfg.Transform, cfg.ImageSize, cfg.ImageSize, cfg.Layout, cfg.BatchSize, cfg.Seed, cfg.Workers)
+	fmt.Fprintf(&b, "decoder: %s\n", c.producer.Decoder())
 	epochs := "forever"
 	if cfg.Epochs > 0 {
 		epochs = fmt.Sprint(cfg.Epochs)

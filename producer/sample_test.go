@@ -1,0 +1,65 @@
+package producer
+
+import (
+	"testing"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/memfile"
+)
+
+// benchWorker is a worker over a folder of photo-sized JPEGs.
+func benchWorker(b *testing.B, decoder string) (*worker, []*task) {
+	b.Helper()
+	dir := b.TempDir()
+	if err := WriteFolder(dir, GenOptions{Images: 32, Classes: 4, MinSide: 375, MaxSide: 500, Quality: 90}); err != nil {
+		b.Fatal(err)
+	}
+	src, err := ScanFolder(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := Config{Source: src, BatchSize: 1, ImageSize: 224, Epochs: 1, Workers: 1,
+		Layout: NCHW, Transform: Train, Decoder: decoder}
+	p, err := New(cfg, batchstore.New(StoreConfig(cfg, 1<<30)), memfile.NewMemFD())
+	if err != nil {
+		b.Skip(err)
+	}
+	var tasks []*task
+	for i := 0; i < src.Len(); i++ {
+		tasks = append(tasks, &task{index: i, epoch: i % 3, buf: make([]byte, 3*224*224)})
+	}
+	return p.newWorker(), tasks
+}
+
+// BenchmarkSample is one core's work per image: read, decode, crop,
+// resize to 224, flip, into the sample buffer.
+func BenchmarkSample(b *testing.B) {
+	for _, dec := range []string{DecoderTurbo, DecoderGo} {
+		b.Run(dec, func(b *testing.B) {
+			w, tasks := benchWorker(b, dec)
+			defer w.close()
+			i := 0
+			for b.Loop() {
+				if err := w.make(tasks[i%len(tasks)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "img/s")
+		})
+	}
+}
+
+// BenchmarkResize is the crop-resize-flip-layout pass alone.
+func BenchmarkResize(b *testing.B) {
+	src := &RGB{}
+	src.reset(500, 375)
+	for i := range src.Pix {
+		src.Pix[i] = byte(i)
+	}
+	rs := newResampler(224, NCHW)
+	dst := make([]byte, 3*224*224)
+	for b.Loop() {
+		rs.resize(src, Crop{X: 50, Y: 20, W: 300, H: 280, Flip: true}, dst)
+	}
+}
