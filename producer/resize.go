@@ -124,23 +124,45 @@ func (r *resampler) resize(src *RGB, c Crop, dst []byte) {
 	r.vertical(c, tmp, dst)
 }
 
-// horizontal resizes every row of the crop to S pixels into tmp.
+// horizontal resizes every row of the crop to S pixels into tmp. The
+// common tap counts get loops of their own: this is the hottest code of
+// the producer.
 func (r *resampler) horizontal(src *RGB, c Crop, tmp []uint8) {
 	S, k := r.size, r.cols.k
 	stride := 3 * src.W
+	first, w := r.cols.first[:S], r.cols.w[:S*k]
 	for y := 0; y < c.H; y++ {
 		row := src.Pix[(c.Y+y)*stride : (c.Y+y+1)*stride]
 		out := tmp[y*S*3 : (y+1)*S*3]
-		for x := 0; x < S; x++ {
-			w := r.cols.w[x*k : x*k+k]
-			px := row[3*r.cols.first[x] : 3*(r.cols.first[x]+k)]
-			var sr, sg, sb int32
-			for t, wt := range w {
-				sr += wt * int32(px[3*t])
-				sg += wt * int32(px[3*t+1])
-				sb += wt * int32(px[3*t+2])
+		switch k {
+		case 2:
+			for x := 0; x < S; x++ {
+				p := row[3*first[x] : 3*first[x]+6]
+				w0, w1 := w[2*x], w[2*x+1]
+				out[3*x] = clampFixed(w0*int32(p[0]) + w1*int32(p[3]))
+				out[3*x+1] = clampFixed(w0*int32(p[1]) + w1*int32(p[4]))
+				out[3*x+2] = clampFixed(w0*int32(p[2]) + w1*int32(p[5]))
 			}
-			out[3*x], out[3*x+1], out[3*x+2] = clampFixed(sr), clampFixed(sg), clampFixed(sb)
+		case 3:
+			for x := 0; x < S; x++ {
+				p := row[3*first[x] : 3*first[x]+9]
+				w0, w1, w2 := w[3*x], w[3*x+1], w[3*x+2]
+				out[3*x] = clampFixed(w0*int32(p[0]) + w1*int32(p[3]) + w2*int32(p[6]))
+				out[3*x+1] = clampFixed(w0*int32(p[1]) + w1*int32(p[4]) + w2*int32(p[7]))
+				out[3*x+2] = clampFixed(w0*int32(p[2]) + w1*int32(p[5]) + w2*int32(p[8]))
+			}
+		default:
+			for x := 0; x < S; x++ {
+				ws := w[x*k : x*k+k]
+				px := row[3*first[x] : 3*(first[x]+k)]
+				var sr, sg, sb int32
+				for t, wt := range ws {
+					sr += wt * int32(px[3*t])
+					sg += wt * int32(px[3*t+1])
+					sb += wt * int32(px[3*t+2])
+				}
+				out[3*x], out[3*x+1], out[3*x+2] = clampFixed(sr), clampFixed(sg), clampFixed(sb)
+			}
 		}
 	}
 }
@@ -150,30 +172,48 @@ func (r *resampler) horizontal(src *RGB, c Crop, tmp []uint8) {
 func (r *resampler) vertical(c Crop, tmp []uint8, dst []byte) {
 	S, k := r.size, r.rows.k
 	plane := S * S
-	acc := r.acc
+	acc := r.acc[:3*S]
 	for y := 0; y < S; y++ {
-		clear(acc)
 		base := r.rows.first[y] - c.Y
-		for t, wt := range r.rows.w[y*k : y*k+k] {
+		ws := r.rows.w[y*k : y*k+k]
+		in := tmp[base*S*3 : (base+1)*S*3]
+		w0 := ws[0]
+		for i := range acc {
+			acc[i] = w0 * int32(in[i])
+		}
+		for t := 1; t < k; t++ {
 			in := tmp[(base+t)*S*3 : (base+t+1)*S*3]
-			for i, v := range in {
-				acc[i] += wt * int32(v)
+			in = in[:len(acc)]
+			wt := ws[t]
+			for i := range acc {
+				acc[i] += wt * int32(in[i])
 			}
 		}
+		r.writeRow(acc, y, c.Flip, dst, plane)
+	}
+}
+
+// writeRow stores one output row in the wanted layout.
+func (r *resampler) writeRow(acc []int32, y int, flip bool, dst []byte, plane int) {
+	S := r.size
+	if r.layout == NHWC {
+		row := dst[y*S*3 : (y+1)*S*3]
 		for x := 0; x < S; x++ {
 			ox := x
-			if c.Flip {
+			if flip {
 				ox = S - 1 - x
 			}
-			rr, gg, bb := clampFixed(acc[3*x]), clampFixed(acc[3*x+1]), clampFixed(acc[3*x+2])
-			if r.layout == NHWC {
-				o := (y*S + ox) * 3
-				dst[o], dst[o+1], dst[o+2] = rr, gg, bb
-			} else {
-				o := y*S + ox
-				dst[o], dst[plane+o], dst[2*plane+o] = rr, gg, bb
-			}
+			row[3*ox], row[3*ox+1], row[3*ox+2] = clampFixed(acc[3*x]), clampFixed(acc[3*x+1]), clampFixed(acc[3*x+2])
 		}
+		return
+	}
+	rr, gg, bb := dst[y*S:(y+1)*S], dst[plane+y*S:plane+(y+1)*S], dst[2*plane+y*S:2*plane+(y+1)*S]
+	for x := 0; x < S; x++ {
+		ox := x
+		if flip {
+			ox = S - 1 - x
+		}
+		rr[ox], gg[ox], bb[ox] = clampFixed(acc[3*x]), clampFixed(acc[3*x+1]), clampFixed(acc[3*x+2])
 	}
 }
 

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"os"
 	"testing"
 
 	"github.com/tsock/tsock/batchstore"
@@ -10,9 +11,14 @@ import (
 // benchWorker is a worker over a folder of photo-sized JPEGs.
 func benchWorker(b *testing.B, decoder string) (*worker, []*task) {
 	b.Helper()
-	dir := b.TempDir()
-	if err := WriteFolder(dir, GenOptions{Images: 32, Classes: 4, MinSide: 375, MaxSide: 500, Quality: 90}); err != nil {
-		b.Fatal(err)
+	// TSOCK_BENCH_DIR points at a folder to measure (scripts/bench.sh
+	// uses the files it gives torchvision too).
+	dir := os.Getenv("TSOCK_BENCH_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+		if err := WriteFolder(dir, GenOptions{Images: 32, Classes: 4, MinSide: 375, MaxSide: 500, Quality: 90}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	src, err := ScanFolder(dir)
 	if err != nil {

@@ -65,7 +65,7 @@ func paint(dst *RGB, w, h, label, classes int, rng *rand.Rand) {
 		row := dst.Pix[3*w*y:]
 		for x := 0; x < w; x++ {
 			noise = noise*6364136223846793005 + 1442695040888963407
-			n := int(noise>>59) - 16
+			n := int(noise>>61) - 4 // mild sensor noise: photos are mostly smooth
 			stripe := 0
 			if ((x*dx+y*dy+phase)/16)%2 == 0 {
 				stripe = 60
