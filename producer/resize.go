@@ -1,5 +1,9 @@
 package producer
 
+// #cgo CFLAGS: -O3
+// #include "resample.h"
+import "C"
+
 import (
 	"fmt"
 	"math"
@@ -23,16 +27,17 @@ func ParseLayout(s string) (Layout, error) {
 	return "", fmt.Errorf("layout %q: want nchw or nhwc", s)
 }
 
-// precision is the fixed-point scale of filter weights (PIL uses 22 bits
-// for float input; 14 keep 8-bit samples times weights inside int32).
-const precision = 14
+// precision is the fixed-point scale of filter weights, shared with the C
+// passes (PIL uses 22 bits for float input; 14 keep 8-bit samples times
+// weights inside int32).
+const precision = C.TSOCK_PRECISION
 
 // axis is a separable filter along one axis: output i reads k source
 // pixels from first[i] on, with weights w[i*k:(i+1)*k] that sum to
 // 1<<precision. Every output has the same k (zero-padded), so the inner
 // loops have no per-pixel bounds to look up.
 type axis struct {
-	first []int
+	first []int32
 	w     []int32
 	k     int
 }
@@ -78,7 +83,7 @@ func (a *axis) build(lo, span, n int, fw []float64) []float64 {
 			}
 		}
 		a.w[len(a.w)-a.k+big] += 1<<precision - total
-		a.first = append(a.first, first)
+		a.first = append(a.first, int32(first))
 	}
 	return fw
 }
@@ -94,137 +99,57 @@ func (a *axis) reach(lo, span, i int, scale, support float64) (first, last int) 
 }
 
 // resampler cuts a crop out of an image, resizes it to S×S, mirrors it if
-// asked, and writes it in the wanted layout, in integer arithmetic. It
-// keeps its buffers between samples: no garbage per image.
+// asked, and writes it in the wanted layout, in integer arithmetic: first
+// vertically over the crop's columns (contiguous bytes, which the C
+// compiler vectorises), then horizontally over only S rows. It keeps its
+// buffers between samples: no garbage per image.
 type resampler struct {
 	size   int
 	layout Layout
-	cols   axis
-	rows   axis
+	cols   axis // relative to the crop's first column
+	rows   axis // absolute source rows
 	fw     []float64
-	tmp    []uint8 // crop rows × S × 3, after the horizontal pass
-	acc    []int32 // one output row × 3, during the vertical pass
+	tmp    []uint8 // S rows × crop width × 3, after the vertical pass
+	acc    []int32 // one row of the vertical pass
 }
 
 func newResampler(size int, layout Layout) *resampler {
-	return &resampler{size: size, layout: layout, acc: make([]int32, 3*size)}
+	return &resampler{size: size, layout: layout}
 }
 
 // resize writes src's crop c as an S×S sample into dst (3·S·S bytes).
-func (r *resampler) resize(src *RGB, c Crop, dst []byte) {
+// The C passes trust their bounds, so they are checked here.
+func (r *resampler) resize(src *RGB, c Crop, dst []byte) error {
 	S := r.size
-	r.fw = r.cols.build(c.X, c.W, S, r.fw)
+	if len(dst) < 3*S*S || c.X < 0 || c.Y < 0 || c.W < 1 || c.H < 1 || c.X+c.W > src.W || c.Y+c.H > src.H ||
+		len(src.Pix) < 3*src.W*src.H {
+		return fmt.Errorf("resize: crop %+v of a %dx%d image into %d bytes", c, src.W, src.H, len(dst))
+	}
+	r.fw = r.cols.build(0, c.W, S, r.fw)
 	r.fw = r.rows.build(c.Y, c.H, S, r.fw)
-	need := c.H * S * 3
-	if cap(r.tmp) < need {
-		r.tmp = make([]uint8, need)
-	}
-	tmp := r.tmp[:need]
-	r.horizontal(src, c, tmp)
-	r.vertical(c, tmp, dst)
+	n := 3 * c.W
+	r.tmp = grow(r.tmp, S*n)
+	r.acc = grow(r.acc, n)
+	C.tsock_vertical((*C.uint8_t)(&src.Pix[0]), C.long(3*src.W), C.long(3*c.X), C.int(n), C.int(S),
+		(*C.int32_t)(&r.rows.first[0]), (*C.int32_t)(&r.rows.w[0]), C.int(r.rows.k),
+		(*C.int32_t)(&r.acc[0]), (*C.uint8_t)(&r.tmp[0]))
+	C.tsock_horizontal((*C.uint8_t)(&r.tmp[0]), C.long(n), C.int(S),
+		(*C.int32_t)(&r.cols.first[0]), (*C.int32_t)(&r.cols.w[0]), C.int(r.cols.k),
+		cBool(c.Flip), cBool(r.layout == NCHW), (*C.uint8_t)(&dst[0]))
+	return nil
 }
 
-// horizontal resizes every row of the crop to S pixels into tmp. The
-// common tap counts get loops of their own: this is the hottest code of
-// the producer.
-func (r *resampler) horizontal(src *RGB, c Crop, tmp []uint8) {
-	S, k := r.size, r.cols.k
-	stride := 3 * src.W
-	first, w := r.cols.first[:S], r.cols.w[:S*k]
-	for y := 0; y < c.H; y++ {
-		row := src.Pix[(c.Y+y)*stride : (c.Y+y+1)*stride]
-		out := tmp[y*S*3 : (y+1)*S*3]
-		switch k {
-		case 2:
-			for x := 0; x < S; x++ {
-				p := row[3*first[x] : 3*first[x]+6]
-				w0, w1 := w[2*x], w[2*x+1]
-				out[3*x] = clampFixed(w0*int32(p[0]) + w1*int32(p[3]))
-				out[3*x+1] = clampFixed(w0*int32(p[1]) + w1*int32(p[4]))
-				out[3*x+2] = clampFixed(w0*int32(p[2]) + w1*int32(p[5]))
-			}
-		case 3:
-			for x := 0; x < S; x++ {
-				p := row[3*first[x] : 3*first[x]+9]
-				w0, w1, w2 := w[3*x], w[3*x+1], w[3*x+2]
-				out[3*x] = clampFixed(w0*int32(p[0]) + w1*int32(p[3]) + w2*int32(p[6]))
-				out[3*x+1] = clampFixed(w0*int32(p[1]) + w1*int32(p[4]) + w2*int32(p[7]))
-				out[3*x+2] = clampFixed(w0*int32(p[2]) + w1*int32(p[5]) + w2*int32(p[8]))
-			}
-		default:
-			for x := 0; x < S; x++ {
-				ws := w[x*k : x*k+k]
-				px := row[3*first[x] : 3*(first[x]+k)]
-				var sr, sg, sb int32
-				for t, wt := range ws {
-					sr += wt * int32(px[3*t])
-					sg += wt * int32(px[3*t+1])
-					sb += wt * int32(px[3*t+2])
-				}
-				out[3*x], out[3*x+1], out[3*x+2] = clampFixed(sr), clampFixed(sg), clampFixed(sb)
-			}
-		}
+// grow returns b with length n, reallocated only when it is too small.
+func grow[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
 	}
+	return b[:n]
 }
 
-// vertical combines tmp's rows into S output rows, mirrored if asked, in
-// the wanted layout.
-func (r *resampler) vertical(c Crop, tmp []uint8, dst []byte) {
-	S, k := r.size, r.rows.k
-	plane := S * S
-	acc := r.acc[:3*S]
-	for y := 0; y < S; y++ {
-		base := r.rows.first[y] - c.Y
-		ws := r.rows.w[y*k : y*k+k]
-		in := tmp[base*S*3 : (base+1)*S*3]
-		w0 := ws[0]
-		for i := range acc {
-			acc[i] = w0 * int32(in[i])
-		}
-		for t := 1; t < k; t++ {
-			in := tmp[(base+t)*S*3 : (base+t+1)*S*3]
-			in = in[:len(acc)]
-			wt := ws[t]
-			for i := range acc {
-				acc[i] += wt * int32(in[i])
-			}
-		}
-		r.writeRow(acc, y, c.Flip, dst, plane)
+func cBool(b bool) C.int {
+	if b {
+		return 1
 	}
-}
-
-// writeRow stores one output row in the wanted layout.
-func (r *resampler) writeRow(acc []int32, y int, flip bool, dst []byte, plane int) {
-	S := r.size
-	if r.layout == NHWC {
-		row := dst[y*S*3 : (y+1)*S*3]
-		for x := 0; x < S; x++ {
-			ox := x
-			if flip {
-				ox = S - 1 - x
-			}
-			row[3*ox], row[3*ox+1], row[3*ox+2] = clampFixed(acc[3*x]), clampFixed(acc[3*x+1]), clampFixed(acc[3*x+2])
-		}
-		return
-	}
-	rr, gg, bb := dst[y*S:(y+1)*S], dst[plane+y*S:plane+(y+1)*S], dst[2*plane+y*S:2*plane+(y+1)*S]
-	for x := 0; x < S; x++ {
-		ox := x
-		if flip {
-			ox = S - 1 - x
-		}
-		rr[ox], gg[ox], bb[ox] = clampFixed(acc[3*x]), clampFixed(acc[3*x+1]), clampFixed(acc[3*x+2])
-	}
-}
-
-// clampFixed rounds a fixed-point sum to a byte.
-func clampFixed(v int32) uint8 {
-	v = (v + 1<<(precision-1)) >> precision
-	if v < 0 {
-		return 0
-	}
-	if v > 255 {
-		return 255
-	}
-	return uint8(v)
+	return 0
 }

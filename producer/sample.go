@@ -2,6 +2,7 @@ package producer
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/tsock/tsock/producer/turbo"
@@ -36,7 +37,7 @@ func pickDecoder(want string) (useTurbo bool, describe string, err error) {
 			}
 			return false, "Go image/jpeg, 3x slower: " + err.Error(), nil
 		}
-		return true, "libjpeg-turbo (dlopen) with DCT-domain scaling", nil
+		return true, "libjpeg-turbo (dlopen libjpeg.so.62): decodes only the crop, DCT-domain scaling", nil
 	}
 	return false, "", fmt.Errorf("decoder %q: want auto, turbo or go", want)
 }
@@ -74,26 +75,30 @@ func (w *worker) make(t *task) error {
 		if err := cfg.Source.Load(t.index, &w.img, &w.scratch); err != nil {
 			return err
 		}
-		w.rs.resize(&w.img, cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, w.img.W, w.img.H), t.buf)
-		return nil
+		return w.rs.resize(&w.img, cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, w.img.W, w.img.H), t.buf)
 	}
 	data, err := enc.Encoded(t.index, &w.scratch)
 	if err != nil {
 		return err
 	}
 	if w.tj != nil && bytes.HasPrefix(data, jpegMagic) {
-		return w.makeScaled(t, data)
+		err := w.makeRegion(t, data)
+		if !errors.Is(err, turbo.ErrUnsupported) {
+			return err
+		}
 	}
 	if err := decodeImage(data, &w.img); err != nil {
 		return err
 	}
-	w.rs.resize(&w.img, cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, w.img.W, w.img.H), t.buf)
-	return nil
+	return w.rs.resize(&w.img, cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, w.img.W, w.img.H), t.buf)
 }
 
-// makeScaled decodes a JPEG at the smallest 1/8 step that still leaves
-// the crop at least S pixels on each side, then resizes from there.
-func (w *worker) makeScaled(t *task, data []byte) error {
+// makeRegion decodes only the crop of a JPEG, at the smallest 1/8 step
+// that still leaves it at least S pixels on each side, then resizes it.
+// A sample's first decode (producer epoch 0, where every sample is met)
+// reads the whole file, so a damaged file is found then and left out of
+// every later epoch, never found half-way through the run.
+func (w *worker) makeRegion(t *task, data []byte) error {
 	cfg := w.p.cfg
 	fw, fh, err := w.tj.Header(data)
 	if err != nil {
@@ -104,12 +109,16 @@ func (w *worker) makeScaled(t *task, data []byte) error {
 	}
 	c := cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, fw, fh)
 	num := scaleFor(c, cfg.ImageSize)
-	w.img.reset(turbo.Scaled(fw, num), turbo.Scaled(fh, num))
-	if err := w.tj.Decode(data, fw, fh, num, w.img.Pix); err != nil {
+	sw := turbo.Scaled(fw, num)
+	sc := scaleCrop(c, num, sw, turbo.Scaled(fh, num))
+	w.img.reset(sw, sc.H) // room for the widest the decoder may give
+	x, width, err := w.tj.Decode(data, num, turbo.Region{X: sc.X, Y: sc.Y, W: sc.W, H: sc.H}, t.epoch == 0, w.img.Pix)
+	if err != nil {
 		return err
 	}
-	w.rs.resize(&w.img, scaleCrop(c, num, w.img.W, w.img.H), t.buf)
-	return nil
+	w.img.reset(width, sc.H)
+	sc.X, sc.Y = sc.X-x, 0
+	return w.rs.resize(&w.img, sc, t.buf)
 }
 
 // scaleFor is the smallest num in 1..8 for which the crop decoded at num/8

@@ -32,7 +32,7 @@ func benchWorker(b *testing.B, decoder string) (*worker, []*task) {
 	}
 	var tasks []*task
 	for i := 0; i < src.Len(); i++ {
-		tasks = append(tasks, &task{index: i, epoch: i % 3, buf: make([]byte, 3*224*224)})
+		tasks = append(tasks, &task{index: i, epoch: 1 + i%3, buf: make([]byte, 3*224*224)})
 	}
 	return p.newWorker(), tasks
 }

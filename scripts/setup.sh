@@ -3,7 +3,8 @@
 # need. Safe to run again: it does nothing when everything is there.
 set -euo pipefail
 
-packages=(fuse3 python3-numpy libturbojpeg0)
+# libjpeg62-turbo-dev: jpeglib.h, for the region decoder (libjpeg.so.62 at run time).
+packages=(fuse3 python3-numpy libjpeg62-turbo libjpeg62-turbo-dev)
 if [[ "${TSOCK_SETUP_TORCH:-0}" == 1 ]]; then
 	packages+=(python3-torch python3-torchvision python3-pil)
 fi

@@ -1,55 +1,22 @@
-// Package turbo decodes JPEGs with libjpeg-turbo, loaded at run time with
-// dlopen("libturbojpeg.so.0") so that a build without the library still
-// works (the producer then falls back to Go's decoder and says so).
+// Package turbo decodes JPEGs with libjpeg-turbo's libjpeg API, loaded at
+// run time with dlopen("libjpeg.so.62") so that a binary without it still
+// runs (the producer then falls back to Go's decoder and says so).
 //
-// libjpeg-turbo can decode at 1/8 … 8/8 of the full size in the DCT
-// domain, which is far cheaper than decoding everything and throwing most
-// of it away when the crop will be downscaled anyway.
+// It decodes only a region: the rows of a random crop (rows above are
+// skipped, rows below never read) and its iMCU columns, at a DCT-domain
+// scale of num/8, so most of a photo is never inverse-transformed.
+//
+// Invariant: a partial decode reads less of the file than a full one, so
+// damage outside the region goes unseen. Callers decode each file once
+// with verify (everything is read, every warning is an error) before they
+// trust partial decodes of it: then a file that fails, fails every time.
 package turbo
 
 /*
+#cgo CFLAGS: -O2
 #cgo LDFLAGS: -ldl
-#include <dlfcn.h>
 #include <stdlib.h>
-
-typedef void *tjhandle;
-typedef tjhandle (*init_fn)(void);
-typedef int (*header_fn)(tjhandle, const unsigned char *, unsigned long, int *, int *, int *, int *);
-typedef int (*decode_fn)(tjhandle, const unsigned char *, unsigned long, unsigned char *, int, int, int, int, int);
-typedef int (*destroy_fn)(tjhandle);
-typedef char *(*error_fn)(tjhandle);
-
-static init_fn tj_init;
-static header_fn tj_header;
-static decode_fn tj_decode;
-static destroy_fn tj_destroy;
-static error_fn tj_error;
-
-// tsock_tj_load returns 0, or 1 when the library is missing, 2 when a
-// symbol is.
-static int tsock_tj_load(void) {
-	void *lib = dlopen("libturbojpeg.so.0", RTLD_NOW | RTLD_LOCAL);
-	if (!lib) return 1;
-	tj_init = (init_fn)dlsym(lib, "tjInitDecompress");
-	tj_header = (header_fn)dlsym(lib, "tjDecompressHeader3");
-	tj_decode = (decode_fn)dlsym(lib, "tjDecompress2");
-	tj_destroy = (destroy_fn)dlsym(lib, "tjDestroy");
-	tj_error = (error_fn)dlsym(lib, "tjGetErrorStr2");
-	if (!tj_init || !tj_header || !tj_decode || !tj_destroy || !tj_error) return 2;
-	return 0;
-}
-
-static tjhandle tsock_tj_init(void) { return tj_init(); }
-static int tsock_tj_header(tjhandle h, const unsigned char *buf, unsigned long n, int *w, int *ht) {
-	int sub, cs;
-	return tj_header(h, buf, n, w, ht, &sub, &cs);
-}
-// Pixel format 0 is TJPF_RGB.
-static int tsock_tj_decode(tjhandle h, const unsigned char *buf, unsigned long n, unsigned char *dst, int w, int ht, int flags) {
-	return tj_decode(h, buf, n, dst, w, 3 * w, ht, 0, flags);
-}
-static int tsock_tj_destroy(tjhandle h) { return tj_destroy(h); }
-static const char *tsock_tj_error(tjhandle h) { return tj_error(h); }
+#include "jpeg.h"
 */
 import "C"
 
@@ -60,8 +27,12 @@ import (
 	"unsafe"
 )
 
-// ErrNoLibrary: libturbojpeg.so.0 (Debian libturbojpeg0) is not installed.
-var ErrNoLibrary = errors.New("libturbojpeg.so.0 not found (Debian: apt-get install libturbojpeg0)")
+// ErrNoLibrary: libjpeg-turbo cannot be used; the error says why.
+var ErrNoLibrary = errors.New("libjpeg-turbo unavailable")
+
+// ErrUnsupported is a JPEG libjpeg cannot turn into RGB (CMYK, YCCK):
+// decode it another way.
+var ErrUnsupported = errors.New("JPEG colour space not convertible to RGB by libjpeg")
 
 var (
 	loadOnce sync.Once
@@ -71,11 +42,13 @@ var (
 // Available loads the library once and reports whether it can be used.
 func Available() error {
 	loadOnce.Do(func() {
-		switch C.tsock_tj_load() {
+		switch C.tsock_jpeg_load() {
 		case 1:
-			loadErr = ErrNoLibrary
+			loadErr = fmt.Errorf("%w: libjpeg.so.62 not found (Debian: apt-get install libjpeg62-turbo)", ErrNoLibrary)
 		case 2:
-			loadErr = fmt.Errorf("libturbojpeg.so.0 lacks the TurboJPEG 2 API: %w", ErrNoLibrary)
+			loadErr = fmt.Errorf("%w: libjpeg.so.62 lacks jpeg_skip_scanlines/jpeg_crop_scanline (want libjpeg-turbo ≥ 1.5)", ErrNoLibrary)
+		case 3:
+			loadErr = fmt.Errorf("%w: built without jpeglib.h (Debian: apt-get install libjpeg62-turbo-dev, then rebuild)", ErrNoLibrary)
 		}
 	})
 	return loadErr
@@ -83,7 +56,7 @@ func Available() error {
 
 // Decoder is one decompressor; not safe for concurrent use (one per worker).
 type Decoder struct {
-	h C.tjhandle
+	j *C.tsock_jpeg
 }
 
 // NewDecoder returns a decoder, or ErrNoLibrary.
@@ -91,24 +64,26 @@ func NewDecoder() (*Decoder, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
-	h := C.tsock_tj_init()
-	if h == nil {
-		return nil, errors.New("tjInitDecompress failed")
+	j := C.tsock_jpeg_new()
+	if j == nil {
+		return nil, errors.New("create JPEG decompressor: out of memory")
 	}
-	return &Decoder{h: h}, nil
+	return &Decoder{j: j}, nil
 }
 
 // Close frees the decompressor.
 func (d *Decoder) Close() {
-	if d.h != nil {
-		C.tsock_tj_destroy(d.h)
-		d.h = nil
+	if d.j != nil {
+		C.tsock_jpeg_free(d.j)
+		d.j = nil
 	}
 }
 
 func (d *Decoder) err(what string) error {
-	return fmt.Errorf("%s: %s", what, C.GoString(C.tsock_tj_error(d.h)))
+	return fmt.Errorf("%s: %s", what, C.GoString(C.tsock_jpeg_error(d.j)))
 }
+
+func ptr(b []byte) *C.uchar { return (*C.uchar)(unsafe.Pointer(unsafe.SliceData(b))) }
 
 // Header returns a JPEG's full size.
 func (d *Decoder) Header(data []byte) (w, h int, err error) {
@@ -116,7 +91,7 @@ func (d *Decoder) Header(data []byte) (w, h int, err error) {
 		return 0, 0, errors.New("empty JPEG")
 	}
 	var cw, ch C.int
-	if C.tsock_tj_header(d.h, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)), &cw, &ch) != 0 {
+	if C.tsock_jpeg_header(d.j, ptr(data), C.ulong(len(data)), &cw, &ch) != C.TSOCK_JPEG_OK {
 		return 0, 0, d.err("read JPEG header")
 	}
 	return int(cw), int(ch), nil
@@ -125,21 +100,34 @@ func (d *Decoder) Header(data []byte) (w, h int, err error) {
 // Scaled is the size of a side of full length n decoded at num/8.
 func Scaled(n, num int) int { return (n*num + 7) / 8 }
 
-// Decode decodes data at num/8 of its full size (num 1 to 8) into dst as
-// packed RGB; dst must hold 3·Scaled(w)·Scaled(h) bytes. Corrupt data,
-// warnings included, is an error: a half-decoded image is not a sample.
-func (d *Decoder) Decode(data []byte, w, h, num int, dst []byte) error {
+// Region is a rectangle of the image decoded at num/8.
+type Region struct{ X, Y, W, H int }
+
+// Decode decodes region r of data scaled to num/8 (1 to 8) into dst as
+// packed RGB rows of 3·width bytes, where the decoded columns [x, x+width)
+// cover r's (x is r.X rounded down to an iMCU column). dst must hold
+// 3·Scaled(full width)·r.H bytes. With verify the whole file is decoded
+// and checked, which costs more.
+func (d *Decoder) Decode(data []byte, num int, r Region, verify bool, dst []byte) (x, width int, err error) {
 	if num < 1 || num > 8 {
-		return fmt.Errorf("scale %d/8: want 1/8 to 8/8", num)
+		return 0, 0, fmt.Errorf("scale %d/8: want 1/8 to 8/8", num)
 	}
-	sw, sh := Scaled(w, num), Scaled(h, num)
-	if len(dst) < 3*sw*sh || len(data) == 0 {
-		return fmt.Errorf("decode %dx%d at %d/8: buffer of %d bytes too small", w, h, num, len(dst))
+	if len(data) == 0 || len(dst) == 0 {
+		return 0, 0, errors.New("decode JPEG: empty input or output")
 	}
-	const stopOnWarning = 8192 // TJFLAG_STOPONWARNING
-	if C.tsock_tj_decode(d.h, (*C.uchar)(unsafe.Pointer(&data[0])), C.ulong(len(data)),
-		(*C.uchar)(unsafe.Pointer(&dst[0])), C.int(sw), C.int(sh), stopOnWarning) != 0 {
-		return d.err("decode JPEG")
+	var cx, cw C.int
+	v := C.int(0)
+	if verify {
+		v = 1
 	}
-	return nil
+	switch C.tsock_jpeg_decode(d.j, ptr(data), C.ulong(len(data)), C.int(num),
+		C.int(r.X), C.int(r.Y), C.int(r.W), C.int(r.H), v, ptr(dst), C.ulong(len(dst)), &cx, &cw) {
+	case C.TSOCK_JPEG_OK:
+		return int(cx), int(cw), nil
+	case C.TSOCK_JPEG_UNSUPPORTED:
+		return 0, 0, ErrUnsupported
+	case C.TSOCK_JPEG_SMALL:
+		return 0, 0, fmt.Errorf("decode JPEG region %v at %d/8: buffer of %d bytes too small", r, num, len(dst))
+	}
+	return 0, 0, d.err("decode JPEG")
 }

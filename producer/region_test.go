@@ -1,0 +1,101 @@
+package producer
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/producer/turbo"
+)
+
+// regionWorker is a turbo worker over a folder of photos.
+func regionWorker(t *testing.T, dir string) (*worker, *Folder) {
+	t.Helper()
+	src, err := ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Source: src, BatchSize: 1, ImageSize: 64, Epochs: 1, Workers: 1,
+		Layout: NCHW, Transform: Train, Decoder: DecoderTurbo}
+	p, err := New(cfg, batchstore.New(StoreConfig(cfg, 1<<30)), memfile.NewMemFD())
+	if err != nil {
+		t.Skipf("SKIPPED: %v", err)
+	}
+	w := p.newWorker()
+	t.Cleanup(w.close)
+	return w, src
+}
+
+// Decoding only the crop must give the very bytes of decoding the whole
+// image at the same scale and cutting the crop from it.
+func TestRegionDecodeEqualsWholeDecode(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteFolder(dir, GenOptions{Images: 12, Classes: 2, MinSide: 90, MaxSide: 400, Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	w, src := regionWorker(t, dir)
+	whole := &RGB{}
+	for i := 0; i < src.Len(); i++ {
+		data, err := os.ReadFile(src.paths[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for epoch := range 6 {
+			got := make([]byte, 3*64*64)
+			if err := w.make(&task{index: i, epoch: epoch, buf: got}); err != nil {
+				t.Fatalf("sample %d epoch %d: %v", i, epoch, err)
+			}
+			fw, fh, err := w.tj.Header(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := cropFor(Train, 0, epoch, i, fw, fh)
+			num := scaleFor(c, 64)
+			whole.reset(turbo.Scaled(fw, num), turbo.Scaled(fh, num))
+			if _, _, err := w.tj.Decode(data, num, turbo.Region{W: whole.W, H: whole.H}, true, whole.Pix); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]byte, 3*64*64)
+			if err := w.rs.resize(whole, scaleCrop(c, num, whole.W, whole.H), want); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("sample %d (%dx%d) epoch %d, crop %+v at %d/8: region decode differs from the whole decode",
+					i, fw, fh, epoch, c, num)
+			}
+		}
+	}
+}
+
+// libjpeg cannot turn CMYK into RGB; such a file goes to Go's decoder
+// rather than being skipped.
+func TestCMYKJPEGFallsBackToGo(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile("turbo/testdata/cmyk.jpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a", "cmyk.jpg"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := regionWorker(t, dir)
+	out := make([]byte, 3*64*64)
+	if err := w.make(&task{index: 0, epoch: 0, buf: out}); err != nil {
+		t.Fatalf("CMYK sample: %v", err)
+	}
+	// The picture is blue 128 everywhere: the fallback kept the colours.
+	plane := 64 * 64
+	var blue int
+	for _, v := range out[2*plane:] {
+		blue += int(v)
+	}
+	if mean := blue / plane; mean < 110 || mean > 146 {
+		t.Fatalf("blue mean %d, want about 128", mean)
+	}
+}
