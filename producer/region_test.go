@@ -6,27 +6,17 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tsock/tsock/batchstore"
-	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/producer/turbo"
 )
 
-// regionWorker is a turbo worker over a folder of photos.
+// regionWorker is a libjpeg-turbo worker over a folder of photos.
 func regionWorker(t *testing.T, dir string) (*worker, *Folder) {
 	t.Helper()
 	src, err := ScanFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Source: src, BatchSize: 1, ImageSize: 64, Epochs: 1, Workers: 1,
-		Layout: NCHW, Transform: Train, Decoder: DecoderTurbo}
-	p, err := New(cfg, batchstore.New(StoreConfig(cfg, 1<<30)), memfile.NewMemFD())
-	if err != nil {
-		t.Skipf("SKIPPED: %v", err)
-	}
-	w := p.newWorker()
-	t.Cleanup(w.close)
-	return w, src
+	return testWorker(t, src, 64, DecoderTurbo), src
 }
 
 // Decoding only the crop must give the very bytes of decoding the whole

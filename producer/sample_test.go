@@ -8,6 +8,21 @@ import (
 	"github.com/tsock/tsock/batchstore/memfile"
 )
 
+// testWorker is one worker of a producer over src, making samples of
+// size×size; closed at the end of the test.
+func testWorker(tb testing.TB, src Source, size int, decoder string) *worker {
+	tb.Helper()
+	cfg := Config{Source: src, BatchSize: 1, ImageSize: size, Epochs: 1, Workers: 1,
+		Layout: NCHW, Transform: Train, Decoder: decoder}
+	p, err := New(cfg, batchstore.New(StoreConfig(cfg, 1<<30)), memfile.NewMemFD())
+	if err != nil {
+		tb.Skipf("SKIPPED: %v", err)
+	}
+	w := p.newWorker()
+	tb.Cleanup(w.close)
+	return w
+}
+
 // benchWorker is a worker over a folder of photo-sized JPEGs.
 func benchWorker(b *testing.B, decoder string) (*worker, []*task) {
 	b.Helper()
@@ -24,17 +39,14 @@ func benchWorker(b *testing.B, decoder string) (*worker, []*task) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := Config{Source: src, BatchSize: 1, ImageSize: 224, Epochs: 1, Workers: 1,
-		Layout: NCHW, Transform: Train, Decoder: decoder}
-	p, err := New(cfg, batchstore.New(StoreConfig(cfg, 1<<30)), memfile.NewMemFD())
-	if err != nil {
-		b.Skip(err)
-	}
+	w := testWorker(b, src, 224, decoder)
+	// Epochs after the first: the steady state (the first also reads each
+	// file whole, to verify it).
 	var tasks []*task
 	for i := 0; i < src.Len(); i++ {
 		tasks = append(tasks, &task{index: i, epoch: 1 + i%3, buf: make([]byte, 3*224*224)})
 	}
-	return p.newWorker(), tasks
+	return w, tasks
 }
 
 // BenchmarkSample is one core's work per image: read, decode, crop,
@@ -43,7 +55,6 @@ func BenchmarkSample(b *testing.B) {
 	for _, dec := range []string{DecoderTurbo, DecoderGo} {
 		b.Run(dec, func(b *testing.B) {
 			w, tasks := benchWorker(b, dec)
-			defer w.close()
 			i := 0
 			for b.Loop() {
 				if err := w.make(tasks[i%len(tasks)]); err != nil {
