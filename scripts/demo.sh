@@ -7,36 +7,19 @@
 #   scripts/demo.sh [IMAGES]        default 1000 images of 300-600 px
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PATH:/usr/local/go/bin"
 scripts/setup.sh
+source scripts/lib.sh
 
 images=${1:-1000}
-work=$(mktemp -d /tmp/tsock-demo.XXXXXX)
-mnt="$work/mnt"
-daemon=
-cleanup() {
-	if [[ -n "$daemon" ]] && kill -0 "$daemon" 2>/dev/null; then
-		kill -TERM "$daemon"
-		wait "$daemon" || true
-	fi
-	mountpoint -q "$mnt" 2>/dev/null && umount -l "$mnt"
-	rm -rf "$work"
-}
-trap cleanup EXIT
 
 echo "== building tsock"
-go build -o "$work/tsock" ./cmd/tsock
+build_tsock
 echo "== writing $images JPEGs (300-600 px, 10 classes)"
-"$work/tsock" gendata "$work/data" --images "$images" --classes 10
+"$tsock" gendata "$work/data" --images "$images" --classes 10
 
 run_phase() { # run_phase N: a fresh mount, N consumers reading one epoch
 	local n=$1
-	mkdir -p "$mnt"
-	"$work/tsock" mount "$mnt" --source "$work/data" --batch-size 64 --epochs 1 --buffer 1GiB \
-		>"$work/mount.log" 2>&1 &
-	daemon=$!
-	for _ in $(seq 100); do [[ -e "$mnt/status" ]] && break; sleep 0.1; done
-	head -1 "$work/mount.log"
+	mount_bg --source "$work/data" --batch-size 64 --epochs 1 --buffer 1GiB
 	local pids=()
 	for i in $(seq "$n"); do
 		/usr/bin/python3 scripts/python/read_batches.py "$mnt" "trial-$i" --join >"$work/reader-$i.json" &
@@ -55,9 +38,7 @@ print(f"   all consumers together: {sum(r['images_per_s'] for r in rows):.0f} im
 PY
 	echo "-- status:"
 	sed 's/^/   /' "$mnt/status"
-	kill -TERM "$daemon"
-	wait "$daemon"
-	daemon=
+	unmount
 }
 
 echo "== phase 1: one consumer"

@@ -216,16 +216,25 @@ func readCopies(t *testing.T, dir string) ([]*producer.Batch, [][]byte) {
 	}
 }
 
+// Every data path and decoder gives the same exact epochs, and status
+// says which one is live.
 func TestEndToEndThreeConsumersTwoEpochs(t *testing.T) {
-	for _, dataPath := range [][]string{
-		{"--storage", "tmpfs"},
-		{"--storage", "memfd", "--passthrough", "off", "--decoder", "go"},
+	for _, path := range []struct {
+		flags  []string
+		status []string // what status must say
+	}{
+		{[]string{"--storage", "tmpfs", "--decoder", "turbo"},
+			[]string{"data path: passthrough from tmpfs huge=", "decoder: libjpeg-turbo"}},
+		{[]string{"--storage", "memfd", "--decoder", "turbo"},
+			[]string{"data path: passthrough from memfd (reads and mmaps never enter the daemon)"}},
+		{[]string{"--storage", "memfd", "--passthrough", "off", "--decoder", "go"},
+			[]string{"data path: daemon reads (1 MiB requests, keep-cache) from memfd", "decoder: Go image/jpeg (by request)"}},
 	} {
-		t.Run(strings.Join(dataPath, " "), func(t *testing.T) { endToEnd(t, dataPath) })
+		t.Run(strings.Join(path.flags, " "), func(t *testing.T) { endToEnd(t, path.flags, path.status) })
 	}
 }
 
-func endToEnd(t *testing.T, dataPath []string) {
+func endToEnd(t *testing.T, dataPath, wantStatus []string) {
 	src := producertest.Folder(t, 45, 4)
 	bad, _ := producertest.BadFiles(t, src, "class002")
 	folder, err := producer.ScanFolder(src)
@@ -272,7 +281,7 @@ func endToEnd(t *testing.T, dataPath []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range []string{"state: idle", fmt.Sprintf("skipped inputs: %d", len(bad)), "trial-3: "} {
+	for _, line := range append([]string{"state: idle", fmt.Sprintf("skipped inputs: %d", len(bad)), "trial-3: "}, wantStatus...) {
 		if !strings.Contains(string(status), line) {
 			t.Errorf("status lacks %q:\n%s", line, status)
 		}

@@ -6,7 +6,8 @@
 Needs only the standard library and numpy. Each batch is mapped (zero
 copy), every image byte is touched, and the file stays open until the
 batch is dropped. Prints one JSON line: batches, images, bytes, wall
-seconds, seconds blocked waiting for the producer, and the rates.
+seconds, seconds blocked waiting for the producer, and the rates (over everything,
+and over its last epoch alone: the steady state the benchmark compares).
 """
 import argparse
 import json
@@ -48,6 +49,8 @@ def main():
     batches = images = nbytes = 0
     waited = 0.0
     start = time.perf_counter()
+    current_epoch, epoch_start, epoch_images = 0, start, 0
+    last_end = start
     while True:
         path = os.path.join(d, "%06d.safetensors" % batches)
         t0 = time.perf_counter()
@@ -57,18 +60,25 @@ def main():
             break
         waited += time.perf_counter() - t0
         brightest = int(tensors["images"].max())  # touches every byte, ~10 GB/s
+        epoch = int(meta.get("epoch", 0))
+        if epoch != current_epoch:  # an epoch ends where the next begins
+            current_epoch, epoch_start, epoch_images = epoch, last_end, 0
         images += len(tensors["labels"])
+        epoch_images += len(tensors["labels"])
         nbytes += m.size()
         del tensors
         m.close()
         f.close()
         batches += 1
+        last_end = time.perf_counter()
     wall = time.perf_counter() - start
     busy = max(wall - waited, 1e-9)
     print(json.dumps({
         "consumer": args.name, "batches": batches, "images": images, "bytes": nbytes,
         "seconds": round(wall, 3), "waiting_seconds": round(waited, 3),
         "images_per_s": round(images / max(wall, 1e-9), 1),
+        "last_epoch": current_epoch,
+        "last_epoch_images_per_s": round(epoch_images / max(last_end - epoch_start, 1e-9), 1),
         "read_gb_per_s": round(nbytes / busy / 1e9, 3), "brightest": brightest if batches else None,
     }))
 

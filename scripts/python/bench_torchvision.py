@@ -1,0 +1,55 @@
+#!/usr/bin/python3
+"""The baselines tsock is measured against, on the same folder.
+
+    bench_torchvision.py percore DIR [ROUNDS]
+        one process, one thread: RandomResizedCrop(224) + flip +
+        PILToTensor per image; prints images/s.
+    bench_torchvision.py loader DIR WORKERS BATCH
+        two torchvision DataLoader epochs, touching every byte; prints
+        the second epoch's images/s (a whole epoch, worker start included,
+        as a training sees it). Several run side by side for the sharing
+        comparison.
+"""
+import sys
+import time
+
+import torch
+from torchvision import datasets, transforms
+
+TRAIN = transforms.Compose([
+    transforms.RandomResizedCrop(224),
+    transforms.RandomHorizontalFlip(),
+    transforms.PILToTensor(),
+])
+
+
+def percore(folder, rounds=2):
+    torch.set_num_threads(1)
+    ds = datasets.ImageFolder(folder, transform=TRAIN)
+    for i in range(min(10, len(ds))):
+        ds[i]
+    start, n = time.perf_counter(), 0
+    for _ in range(rounds):
+        for i in range(len(ds)):
+            ds[i]
+            n += 1
+    print(round(n / (time.perf_counter() - start), 1))
+
+
+def loader(folder, workers, batch):
+    torch.set_num_threads(1)
+    ds = datasets.ImageFolder(folder, transform=TRAIN)
+    dl = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers)
+    for epoch in range(2):  # the second epoch is the steady state
+        start, n = time.perf_counter(), 0
+        for images, labels in dl:
+            int(images.max())  # touch every byte, as the tsock readers do
+            n += len(labels)
+    print(round(n / (time.perf_counter() - start), 1))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "percore":
+        percore(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 2)
+    else:
+        loader(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
