@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -223,8 +224,8 @@ func TestEndToEndThreeConsumersTwoEpochs(t *testing.T) {
 		flags  []string
 		status []string // what status must say
 	}{
-		{[]string{"--storage", "tmpfs", "--decoder", "turbo"},
-			[]string{"data path: passthrough from tmpfs huge=", "decoder: libjpeg-turbo"}},
+		{[]string{"--storage", "tmpfs", "--decoder", "turbo", "--cache", "64MiB"},
+			[]string{"data path: passthrough from tmpfs huge=", "decoder: libjpeg-turbo", "raw cache: "}},
 		{[]string{"--storage", "memfd", "--decoder", "turbo"},
 			[]string{"data path: passthrough from memfd (reads and mmaps never enter the daemon)"}},
 		{[]string{"--storage", "memfd", "--passthrough", "off", "--decoder", "go"},
@@ -280,6 +281,9 @@ func endToEnd(t *testing.T, dataPath, wantStatus []string) {
 	status, err := os.ReadFile(filepath.Join(d.dir, "status"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if slices.Contains(dataPath, "--cache") { // the first epoch read every file, the second only memory
+		wantStatus = append(wantStatus, fmt.Sprintf("(%d hits, %d misses)", folder.Len()-len(bad), folder.Len()))
 	}
 	for _, line := range append([]string{"state: idle", fmt.Sprintf("skipped inputs: %d", len(bad)), "trial-3: "}, wantStatus...) {
 		if !strings.Contains(string(status), line) {

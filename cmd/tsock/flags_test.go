@@ -34,6 +34,8 @@ func TestBadFlagsExit2WithUsage(t *testing.T) {
 		{[]string{"mount", mp, "--source", "synthetic:10", "--transform", "x"}, "transform"},
 		{[]string{"mount", mp, "--source", "synthetic:10", "--workers", "-1"}, "--workers"},
 		{[]string{"mount", mp, "--source", "synthetic:10", "--storage", "disk"}, "--storage"},
+		{[]string{"mount", mp, "--source", mp, "--cache", "lots"}, `--cache "lots"`},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--cache", "1GiB"}, "no files to cache"},
 		{[]string{"mount", mp, "--source", "synthetic:10", "--batch-size", "many"}, "batch-size"},
 		{[]string{"mount", mp, "--source", "synthetic:10", "--no-such-flag"}, "no-such-flag"},
 		{[]string{"mount", mp}, "--source is required"},

@@ -24,6 +24,12 @@ func (c *mountCommand) metrics() ([]byte, error) {
 	counter("tsock_samples_published_total", "Samples published.", float64(snap.SamplesPublished))
 	counter("tsock_producer_wait_seconds_total", "Time the producer waited for room in the buffer.", snap.ProducerWait.Seconds())
 	gauge("tsock_producer_epoch", "Producer epoch being made.", float64(ps.Epoch))
+	if c.cache != nil {
+		cs := c.cache.Stats()
+		gauge("tsock_cache_bytes", "Encoded files held by the raw cache (--cache).", float64(cs.Used))
+		counter("tsock_cache_hits_total", "Source reads answered from the raw cache.", float64(cs.Hits))
+		counter("tsock_cache_misses_total", "Source reads that went to disk.", float64(cs.Misses))
+	}
 	gauge("tsock_skipped_inputs", "Distinct inputs skipped as unreadable or corrupt.", float64(ps.Skipped))
 	perConsumer := []struct {
 		name, kind, help string

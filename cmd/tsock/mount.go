@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -25,6 +26,7 @@ type mountCommand struct {
 	mountpoint  string
 	source      string
 	buffer      string
+	cacheSize   string
 	storage     string
 	passthrough string
 	debug       bool
@@ -35,6 +37,7 @@ type mountCommand struct {
 	store    *batchstore.Store
 	alloc    *memfile.Allocator
 	producer *producer.Producer
+	cache    *producer.Cache // nil without --cache
 	mounted  *fs.Mounted
 	rate     *rateMeter
 }
@@ -54,6 +57,7 @@ func (c *mountCommand) Parse(args []string) error {
 	f.IntVar(&c.cfg.ImageSize, "image-size", 224, "side of the square output images, pixels")
 	f.IntVar(&c.cfg.Epochs, "epochs", 1, "epochs to produce; 0 means forever")
 	f.StringVar(&c.buffer, "buffer", "2GiB", "memory for batches, all consumers together")
+	f.StringVar(&c.cacheSize, "cache", "0", "memory for encoded files kept after their first read, so later epochs read no disk; 0: off")
 	f.IntVar(&c.cfg.Workers, "workers", 0, "decoding workers; 0 means one per core")
 	f.Uint64Var(&c.cfg.Seed, "seed", 0, "seed of shuffles and crops")
 	f.StringVar(&layout, "layout", "nchw", "image axes: nchw or nhwc")
@@ -116,8 +120,18 @@ func (c *mountCommand) validate() error {
 	if _, err := producer.ParseTransform(string(c.cfg.Transform)); err != nil {
 		return fmt.Errorf("--transform: %w", err)
 	}
-	_, err := parseSize("buffer", c.buffer)
-	return err
+	if _, err := parseSize("buffer", c.buffer); err != nil {
+		return err
+	}
+	if c.cacheSize != "0" {
+		if _, err := parseSize("cache", c.cacheSize); err != nil {
+			return err
+		}
+		if strings.HasPrefix(c.source, "synthetic:") {
+			return fmt.Errorf("--cache %s: a synthetic source has no files to cache", c.cacheSize)
+		}
+	}
+	return nil
 }
 
 // Run mounts, produces, and serves until ctx ends or the file system is
@@ -173,6 +187,13 @@ func (c *mountCommand) setUp() error {
 	src, err := producer.Open(c.source)
 	if err != nil {
 		return err
+	}
+	if c.cacheSize != "0" {
+		size, _ := parseSize("cache", c.cacheSize)
+		if enc, ok := src.(producer.EncodedSource); ok {
+			c.cache = producer.NewCache(enc, size)
+			src = c.cache
+		}
 	}
 	c.cfg.Source = src
 	storeCfg := producer.StoreConfig(c.cfg, limit)
