@@ -1,13 +1,13 @@
 package producer
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // imageExts are the extensions torchvision's ImageFolder accepts.
@@ -124,31 +124,44 @@ func (f *Folder) Encoded(i int, scratch *[]byte) ([]byte, error) {
 // maxFileSize bounds one encoded image read into memory.
 const maxFileSize = 256 << 20
 
-// readFile reads a regular file into *buf, growing it as needed.
+// readFile reads a regular file into *buf, growing it as needed. It uses
+// the system calls directly: an os.File per image would be garbage.
 func readFile(path string, buf *[]byte) ([]byte, error) {
-	fd, err := os.Open(path)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer fd.Close()
-	st, err := fd.Stat()
-	if err != nil {
-		return nil, err
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", st.Mode().Type())
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("not a regular file (mode %#o)", st.Mode&unix.S_IFMT)
 	}
-	if st.Size() > maxFileSize {
-		return nil, fmt.Errorf("file of %d bytes is over the %d-byte limit", st.Size(), maxFileSize)
+	if st.Size > maxFileSize {
+		return nil, fmt.Errorf("file of %d bytes is over the %d-byte limit", st.Size, maxFileSize)
 	}
-	n := int(st.Size())
+	// One byte more than the size, so that a file that grew is still read
+	// whole up to that point, and the loop meets EOF.
+	n := int(st.Size)
 	if cap(*buf) < n+1 {
 		*buf = make([]byte, n+1)
 	}
 	b := (*buf)[:n+1]
-	got, err := io.ReadFull(fd, b)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return nil, err
+	got := 0
+	for got < len(b) {
+		k, err := unix.Read(fd, b[got:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if k == 0 {
+			break
+		}
+		got += k
 	}
 	return b[:got], nil
 }
