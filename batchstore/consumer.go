@@ -77,9 +77,10 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 func ValidName(name string) bool { return validName.MatchString(name) }
 
 // Join adds a consumer. It starts at the oldest batch still held from
-// which it can read exact epochs: in the producer epoch whose successor is
-// not ordered yet, so that the producer can still put the samples it
-// missed first in the next epoch.
+// which it can read exact epochs: the start of the oldest producer epoch
+// held whole from its first batch on, else in the producer epoch whose
+// successor is not ordered yet, so that the producer can still put the
+// samples it missed first in the next epoch.
 func (s *Store) Join(name string) error {
 	if !ValidName(name) {
 		return fmt.Errorf("join %q: %w", name, ErrBadName)
@@ -120,6 +121,10 @@ func (s *Store) place(c *consumer) {
 		s.placeAligned(c, e+1)
 		return
 	}
+	if old, ok := s.oldestHeldEpochStart(); ok && old < e {
+		s.placeAligned(c, old) // exact with no reordering: nothing to stitch
+		return
+	}
 	// The oldest held batch of epoch e from which every later one is held.
 	var first *batch
 	for seq := s.nextSeq; seq > 0; seq-- {
@@ -141,6 +146,23 @@ func (s *Store) place(c *consumer) {
 	default: // nothing of epoch e held: start with the next batch
 		s.placeSplit(c, e, m.outputSoFar, s.lastEndPos(e), s.samples)
 	}
+}
+
+// oldestHeldEpochStart is the oldest epoch whose first batch, and every
+// batch published after it, is still held: a joiner can read it from its
+// start. Callers hold s.mu.
+func (s *Store) oldestHeldEpochStart() (int, bool) {
+	epoch, ok := 0, false
+	for seq := s.nextSeq; seq > 0; seq-- {
+		b := s.held[seq-1]
+		if b == nil {
+			break
+		}
+		if m := s.epochs[b.info.Epoch]; m != nil && b.first == m.start {
+			epoch, ok = b.info.Epoch, true
+		}
+	}
+	return epoch, ok
 }
 
 func (s *Store) placeAligned(c *consumer, epoch int) {

@@ -367,3 +367,31 @@ func TestCloseFreesAndWakes(t *testing.T) {
 		t.Fatal("close did not free")
 	}
 }
+
+// Epochs made before anyone joined are read from the oldest one's start:
+// a joiner misses nothing of the head start, and needs no stitching.
+func TestJoinerStartsAtTheOldestWholeEpoch(t *testing.T) {
+	s := New(Config{Limit: 1000, BatchSize: 1, Epochs: 2, Samples: 2})
+	for e := range 3 {
+		s.PlanEpoch(e, func(map[int]int) map[int]int { return nil })
+		for i := range 2 {
+			r, err := s.Reserve(context.Background(), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			info := Info{Epoch: e, Index: i, Samples: 1, FirstPos: i, EndPos: i + 1, Last: i == 1}
+			if _, err := r.Publish(&fakeBlob{size: 10}, info); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mustJoin(t, s, "late")
+	for j := range uint64(4) {
+		if ref := read(t, s, "late", j, 1); !ref.Direct || ref.Seq != j || ref.Epoch != int(j/2) {
+			t.Fatalf("late joiner's batch %d is %+v, want the shared seq %d of epoch %d", j, ref, j, j/2)
+		}
+	}
+	if _, err := s.Lookup(context.Background(), "late", 4, 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("batch 4 after two epochs: %v, want ErrNotFound", err)
+	}
+}

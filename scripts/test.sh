@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 
-scripts/setup.sh
+TSOCK_SETUP_TORCH=1 scripts/setup.sh
 go vet ./...
 
 log=$(mktemp /tmp/tsock-test.XXXXXX)

@@ -3,38 +3,20 @@
 
     read_batches.py MOUNT NAME [--join]
 
-Needs only the standard library and numpy. Each batch is mapped (zero
-copy), every image byte is touched, and the file stays open until the
-batch is dropped. Prints one JSON line: batches, images, bytes, wall
+Needs only the standard library and numpy (through tsock.py). Each batch
+is mapped (zero copy), every image byte is touched, and the file stays
+open until the batch is dropped. Prints one JSON line: batches, images, bytes, wall
 seconds, seconds blocked waiting for the producer, and the rates (over everything,
 and over its last epoch alone: the steady state the benchmark compares).
 """
 import argparse
 import json
-import mmap
 import os
-import struct
 import sys
 import time
 
-import numpy as np
-
-DTYPES = {"U8": np.uint8, "I64": np.int64}
-
-
-def load(path):
-    """Maps a batch file: returns ({name: array}, metadata, file, mapping)."""
-    f = open(path, "rb")
-    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
-    (n,) = struct.unpack("<Q", m[:8])
-    header = json.loads(m[8 : 8 + n])
-    meta = header.pop("__metadata__", {})
-    tensors = {}
-    for name, t in header.items():
-        start, end = t["data_offsets"]
-        dtype = np.dtype(DTYPES[t["dtype"]])
-        tensors[name] = np.frombuffer(m, dtype, (end - start) // dtype.itemsize, 8 + n + start).reshape(t["shape"])
-    return tensors, meta, f, m
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tsock  # noqa: E402
 
 
 def main():
@@ -55,20 +37,18 @@ def main():
         path = os.path.join(d, "%06d.safetensors" % batches)
         t0 = time.perf_counter()
         try:
-            tensors, meta, f, m = load(path)  # blocks until produced
+            batch = tsock.load_batch(path)  # blocks until produced
         except FileNotFoundError:
             break
         waited += time.perf_counter() - t0
-        brightest = int(tensors["images"].max())  # touches every byte, ~10 GB/s
-        epoch = int(meta.get("epoch", 0))
+        brightest = int(batch["images"].max())  # touches every byte, ~10 GB/s
+        epoch = batch.epoch
         if epoch != current_epoch:  # an epoch ends where the next begins
             current_epoch, epoch_start, epoch_images = epoch, last_end, 0
-        images += len(tensors["labels"])
-        epoch_images += len(tensors["labels"])
-        nbytes += m.size()
-        del tensors
-        m.close()
-        f.close()
+        images += len(batch["labels"])
+        epoch_images += len(batch["labels"])
+        nbytes += os.path.getsize(path)
+        del batch  # unmaps and closes: consumed
         batches += 1
         last_end = time.perf_counter()
     wall = time.perf_counter() - start

@@ -1,0 +1,290 @@
+"""Tests of the Python client against real tsock mounts (root, /dev/fuse).
+
+    TSOCK_BIN=/path/to/tsock /usr/bin/python3 -m unittest -v test_tsock
+
+Without TSOCK_BIN it builds tsock with `go build`. go test runs this file
+(cmd/tsock/python_test.go), so scripts/test.sh does too.
+"""
+import ctypes
+import json
+import mmap
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import tsock  # noqa: E402
+
+PY = sys.executable
+
+
+def tsock_binary():
+    if os.environ.get("TSOCK_BIN"):
+        return os.environ["TSOCK_BIN"]
+    out = os.path.join(tempfile.mkdtemp(prefix="tsock-bin-"), "tsock")
+    subprocess.run(["go", "build", "-o", out, "./cmd/tsock"], cwd=ROOT, check=True)
+    os.environ["TSOCK_BIN"] = out
+    return out
+
+
+def plain_read(path):
+    """The client-free reader the README documents: read() and a parse."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + n])
+    meta = header.pop("__metadata__")
+    dtypes = {"U8": np.uint8, "I64": np.int64}
+    out = {}
+    for name, t in header.items():
+        start, end = t["data_offsets"]
+        out[name] = np.frombuffer(data[8 + n + start : 8 + n + end], dtypes[t["dtype"]]).reshape(t["shape"])
+    return out, meta
+
+
+class Mount:
+    """A `tsock mount` in a temporary folder, stopped (and checked
+    unmounted) by the test's cleanup."""
+
+    def __init__(self, test, *args):
+        self.dir = tempfile.mkdtemp(prefix="tsock-py-")
+        self.proc = subprocess.Popen([tsock_binary(), "mount", self.dir, *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        test.addCleanup(self.stop, test)
+        line = self.proc.stdout.readline()
+        if not line.startswith("tsock: mounted"):
+            test.fail(f"mount did not come up: {line!r} {self.proc.stderr.read()}")
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def status(self):
+        with open(self.path("status")) as f:
+            return f.read()
+
+    def stop(self, test):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                code = self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                test.fail("daemon did not stop in 30s after SIGTERM")
+            test.assertEqual(code, 0, self.proc.stderr.read())
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        with open("/proc/mounts") as f:
+            mounted = any(line.split()[1] == self.dir for line in f)
+        if mounted:
+            subprocess.run(["umount", "-l", self.dir])
+        test.assertFalse(mounted, "mount left behind")
+        os.rmdir(self.dir)
+
+
+def light(epoch):
+    """An epoch's batches as copies of their labels, indices and numbers:
+    what the checks need, without holding the batches (a small buffer
+    would stall)."""
+    out = []
+    for b in epoch:
+        copy = tsock.Batch({"labels": b["labels"].copy(), "indices": b["indices"].copy()}, b.meta, b.path)
+        out.append(copy)
+    return out
+
+
+def folder(images=45, classes=4):
+    """A small JPEG dataset; sample i has label i*classes//images."""
+    d = tempfile.mkdtemp(prefix="tsock-data-")
+    subprocess.run([tsock_binary(), "gendata", d, "--images", str(images), "--classes", str(classes),
+                    "--min-side", "48", "--max-side", "96"], check=True, stdout=subprocess.DEVNULL)
+    return d
+
+
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.data = folder()
+        cls.n, cls.classes = 45, 4
+
+    def mount(self, *args, source=None):
+        return Mount(self, "--source", source or self.data, "--image-size", "32", *args)
+
+    def check_epochs(self, epochs, batch_size, count):
+        """Each epoch holds each sample exactly once, labels follow the
+        folder order, batches are full but for an epoch's last."""
+        self.assertEqual(len(epochs), count)
+        for e, batches in enumerate(epochs):
+            idx = np.concatenate([b["indices"] for b in batches])
+            self.assertEqual(sorted(idx.tolist()), list(range(self.n)), f"epoch {e}")
+            labels = np.concatenate([b["labels"] for b in batches])
+            np.testing.assert_array_equal(labels, idx * self.classes // self.n)
+            sizes = [len(b["labels"]) for b in batches]
+            self.assertTrue(all(s == batch_size for s in sizes[:-1]) and 0 < sizes[-1] <= batch_size, sizes)
+            self.assertEqual([b.epoch for b in batches], [e] * len(batches))
+            self.assertEqual([b.index for b in batches], list(range(len(batches))))
+
+    def test_epochs_are_exact_and_bytes_match_a_plain_reader(self):
+        m = self.mount("--batch-size", "8", "--epochs", "2")
+        os.mkdir(m.path("consumers", "plain"))
+        with tsock.Consumer(m.dir) as c:
+            epochs = [list(e) for e in c.epochs()]
+            self.assertEqual(c.epoch, 1)
+        self.check_epochs(epochs, 8, 2)
+        plain = []
+        while True:
+            try:
+                plain.append(plain_read(m.path("consumers", "plain", "%06d.safetensors" % len(plain)))[0])
+            except FileNotFoundError:
+                break
+        flat = [b for e in epochs for b in e]
+        self.assertEqual(len(flat), len(plain))
+        for ours, theirs in zip(flat, plain):
+            for k in tsock.TENSORS:
+                np.testing.assert_array_equal(ours[k], theirs[k])
+
+    def test_arrays_are_the_mapped_file(self):
+        m = self.mount("--batch-size", "8")
+        with tsock.Consumer(m.dir) as c:
+            b = next(iter(c))
+            images = b["images"]
+            base = images
+            while not isinstance(base, mmap.mmap):
+                base = base.obj if isinstance(base, memoryview) else base.base
+                self.assertIsNotNone(base, "the array does not view the batch's mapping")
+            start = ctypes.addressof(ctypes.c_char.from_buffer(base))
+            addr = images.__array_interface__["data"][0]
+            self.assertEqual(addr, start + 4096 + 16 * 8, "images start right after the 4096-byte header and labels")
+            self.assertEqual(addr % 4096, 128)
+            images[0, 0, 0, 0] ^= 0xFF  # copy-on-write: ours alone
+            again, _ = plain_read(b.path)
+            self.assertNotEqual(again["images"][0, 0, 0, 0], images[0, 0, 0, 0])
+
+    def test_own_batch_size(self):
+        m = self.mount("--batch-size", "8", "--epochs", "2")
+        for size in (5, 7, 16):
+            with tsock.Consumer(m.dir, batch_size=size) as c:
+                self.check_epochs([light(e) for e in c.epochs()], size, 2)
+
+    def test_epochs_skipped_unfinished_are_drained(self):
+        m = self.mount("--batch-size", "8", "--epochs", "3")
+        with tsock.Consumer(m.dir) as c:
+            seen = []
+            for e in c.epochs():
+                seen.append((e.number, next(e).epoch))  # one batch, then on
+            self.assertEqual(seen, [(0, 0), (1, 1), (2, 2)])
+
+    def test_torch_loader(self):
+        import torch
+
+        for layout in ("nchw", "nhwc"):
+            m = self.mount("--batch-size", "8", "--layout", layout)
+            os.mkdir(m.path("consumers", "ref"))
+            mean, std = [0.4, 0.5, 0.6], [0.2, 0.25, 0.3]
+            loader = tsock.torch_loader(m.dir, mean=mean, std=std)
+            for i, (x, y) in enumerate(loader):
+                ref, meta = plain_read(m.path("consumers", "ref", "%06d.safetensors" % i))
+                img = ref["images"].astype(np.float32) / 255
+                if layout == "nhwc":
+                    img = img.transpose(0, 3, 1, 2)
+                want = (img - np.array(mean, np.float32).reshape(1, 3, 1, 1)) / np.array(std, np.float32).reshape(1, 3, 1, 1)
+                self.assertEqual((x.dtype, y.dtype), (torch.float32, torch.int64))
+                self.assertEqual(tuple(x.shape), (len(y), 3, 32, 32))
+                np.testing.assert_allclose(x.numpy(), want, rtol=1e-5, atol=1e-5)
+                np.testing.assert_array_equal(y.numpy(), ref["labels"])
+            with self.assertRaisesRegex(tsock.TsockError, "has read all its epochs"):
+                for _ in loader:
+                    pass
+            loader.close()
+            # dtype=None: uint8, viewing the mapping.
+            raw = tsock.torch_loader(m.dir, dtype=None)
+            x, y = next(iter(raw))
+            self.assertEqual(x.dtype, torch.uint8)
+            raw.close()
+
+    def test_errors_are_clear(self):
+        with self.assertRaisesRegex(tsock.TsockError, "not a tsock mount"):
+            tsock.Consumer(tempfile.gettempdir())
+        bad = tempfile.NamedTemporaryFile(suffix=".safetensors")
+        for content, why in ((b"", "no safetensors header"), (struct.pack("<Q", 1 << 40), "header length"),
+                             (struct.pack("<Q", 4) + b"nope", "not JSON"),
+                             (struct.pack("<Q", 2) + b"{}", "no tensor images")):
+            bad.seek(0)
+            bad.truncate()
+            bad.write(content)
+            bad.flush()
+            with self.assertRaisesRegex(tsock.TsockError, why):
+                tsock.load_batch(bad.name)
+        m = self.mount("--batch-size", "8")
+        with tsock.Consumer(m.dir, name="taken"):
+            with self.assertRaisesRegex(tsock.TsockError, "already exists"):
+                tsock.Consumer(m.dir, name="taken")
+        with self.assertRaisesRegex(tsock.TsockError, "join"):
+            tsock.Consumer(m.dir, name="bad/name")
+        with self.assertRaisesRegex(tsock.TsockError, "batch size"):
+            tsock.Consumer(m.dir, name="zero", batch_size=0)
+        self.assertFalse(os.path.exists(m.path("consumers", "zero")), "a consumer that failed to set up stayed")
+        c = tsock.Consumer(m.dir, name="removed")
+        os.rmdir(c.dir)
+        with self.assertRaisesRegex(tsock.TsockError, "is gone"):
+            next(iter(c))
+
+    def test_evicted_consumer_raises(self):
+        batch = 4096 + 8 * (16 + 3 * 32 * 32)
+        m = self.mount("--batch-size", "8", "--epochs", "2", "--buffer", str(2 * batch), "--consumer-timeout", "1s")
+        idle = tsock.Consumer(m.dir, name="idle")
+        with tsock.Consumer(m.dir, name="busy") as busy:
+            self.check_epochs([light(e) for e in busy.epochs()], 8, 2)
+        with self.assertRaisesRegex(tsock.TsockError, "evicted"):
+            for _ in idle:
+                pass
+        idle.close()
+
+    def test_killed_consumer_leaves_the_mount_healthy(self):
+        batch = 4096 + 8 * (16 + 3 * 32 * 32)
+        m = self.mount("--batch-size", "8", "--epochs", "2", "--buffer", str(3 * batch), "--consumer-timeout", "1s")
+        survivor = tsock.Consumer(m.dir, name="survivor")
+        victim = subprocess.Popen([PY, "-c", f"""
+import sys, time; sys.path.insert(0, {HERE!r}); import tsock
+c = tsock.Consumer({m.dir!r}, name="victim")
+it = iter(c)
+held = [next(it), next(it)]  # mapped and open
+print("holding", flush=True)
+time.sleep(600)
+"""], stdout=subprocess.PIPE, text=True)
+        self.assertEqual(victim.stdout.readline().strip(), "holding")
+        victim.kill()
+        victim.wait()
+        victim.stdout.close()
+        with survivor:
+            self.check_epochs([light(e) for e in survivor.epochs()], 8, 2)
+        self.assertIn("victim: evicted", m.status())
+
+    def test_leaves_at_exit(self):
+        m = self.mount("--batch-size", "8")
+        subprocess.run([PY, "-c", f"""
+import sys; sys.path.insert(0, {HERE!r}); import tsock
+c = tsock.Consumer({m.dir!r}, name="forgetful")
+next(iter(c))
+"""], check=True)
+        self.assertEqual(os.listdir(m.path("consumers")), [])
+
+    def test_training_loss_falls(self):
+        m = Mount(self, "--source", "synthetic:1024", "--batch-size", "32", "--image-size", "32", "--epochs", "1")
+        out = subprocess.run([PY, os.path.join(ROOT, "scripts", "examples", "train_torch.py"), "--mount", m.dir],
+                             check=True, capture_output=True, text=True).stdout
+        r = json.loads(out)
+        self.assertEqual(r["images"], 1024)
+        self.assertLess(r["last_loss"], 0.5 * r["first_loss"], r)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,330 @@
+"""Read a tsock mount from Python: the standard library and numpy only.
+
+    import tsock
+    for batch in tsock.Consumer("/mnt/tsock"):          # joins, reads, leaves
+        images, labels = batch["images"], batch["labels"]   # numpy, zero copy
+
+    with tsock.Consumer("/mnt/tsock", batch_size=64) as c:
+        for epoch in c.epochs():                          # one iterator per epoch
+            for batch in epoch:
+                ...
+
+    loader = tsock.torch_loader("/mnt/tsock", device="cuda", mean=MEAN, std=STD)
+    for epoch in range(EPOCHS):
+        for images, labels in loader:                     # one epoch per loop
+            ...
+
+Import it by path (sys.path.insert(0, ".../scripts/python")) or with the
+folder on PYTHONPATH; nothing to install.
+
+A batch is a dict {"images", "labels", "indices"} of numpy arrays that view
+the batch file's memory mapping (copy-on-write: writable, shared until
+written). The mapping keeps the file open, so the batch stays held in the
+shared buffer for as long as any of its arrays lives; drop them and it is
+consumed. Keeping every batch of an epoch alive holds the buffer full and
+stalls every consumer.
+"""
+import errno
+import json
+import mmap
+import os
+import secrets
+import struct
+import weakref
+
+import numpy as np
+
+__all__ = ["Batch", "Consumer", "TsockError", "load_batch", "torch_loader"]
+
+DTYPES = {"U8": np.uint8, "I8": np.int8, "I32": np.int32, "I64": np.int64, "F16": np.float16, "F32": np.float32}
+TENSORS = ("images", "labels", "indices")
+HEADER_LIMIT = 1 << 20
+
+
+class TsockError(Exception):
+    """The mount, the consumer or a batch file is not what it should be."""
+
+
+class Batch(dict):
+    """One batch: a dict of numpy arrays, with the file's metadata.
+
+    epoch is the consumer's own epoch, index the batch's number in it.
+    """
+
+    def __init__(self, tensors, meta, path):
+        super().__init__(tensors)
+        self.meta = meta
+        self.path = path
+        self.epoch = int(meta.get("epoch", 0))
+        self.index = int(meta.get("batch", 0))
+
+
+def load_batch(path):
+    """Maps one batch file and returns it as a Batch, zero copy.
+
+    Opening a batch that is not produced yet blocks until it is; a batch
+    past the consumer's end raises FileNotFoundError. A file that is not a
+    tsock batch raises TsockError.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        if size < 8:
+            raise TsockError(f"{path}: {size} bytes: not a tsock batch (no safetensors header)")
+        # mmap keeps a duplicate of fd: the file stays open, and the batch
+        # held, until the mapping is gone.
+        m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+    tensors, meta = _parse(path, m, size)
+    return Batch(tensors, meta, path)
+
+
+def _parse(path, m, size):
+    """Checks a safetensors header and makes the arrays over m."""
+    (n,) = struct.unpack("<Q", m[:8])
+    if n < 2 or n > min(HEADER_LIMIT, size - 8):
+        raise TsockError(f"{path}: header length {n} in a {size}-byte file: not a tsock batch")
+    try:
+        header = json.loads(bytes(m[8 : 8 + n]))
+    except ValueError as e:
+        raise TsockError(f"{path}: header is not JSON ({e}): not a tsock batch") from None
+    if not isinstance(header, dict):
+        raise TsockError(f"{path}: header is not a JSON object: not a tsock batch")
+    meta = header.pop("__metadata__", None) or {}
+    missing = [t for t in TENSORS if t not in header]
+    if missing:
+        raise TsockError(f"{path}: no tensor {', '.join(missing)}: not a tsock batch")
+    tensors = {}
+    for name, t in header.items():
+        try:
+            dtype = np.dtype(DTYPES[t["dtype"]])
+            shape = [int(d) for d in t["shape"]]
+            start, end = (int(x) for x in t["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise TsockError(f"{path}: tensor {name!r}: bad entry {t!r}") from None
+        count = int(np.prod(shape))
+        if start < 0 or end != start + count * dtype.itemsize or 8 + n + end > size:
+            raise TsockError(f"{path}: tensor {name!r}: bytes {start}..{end} do not fit shape {shape} in the file")
+        tensors[name] = np.frombuffer(m, dtype, count, 8 + n + start).reshape(shape)
+    return tensors, meta
+
+
+def _read_status(path, what):
+    """A status file as a dict of its "key: value" lines."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise TsockError(f"{what}: status unreadable ({e.strerror}): did it leave, or the mount go?") from None
+    return dict(line.strip().split(": ", 1) for line in text.splitlines() if ": " in line)
+
+
+def _leave(path):
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass  # gone already, or the mount is
+
+
+class Consumer:
+    """One consumer of a tsock mount: joins on creation, leaves on close.
+
+    mount: the mountpoint. name: the consumer's name (a unique one by
+    default). batch_size: this consumer's own batch size (the producer's
+    by default). Iterating yields every batch of every epoch in order;
+    epochs() yields one iterator per epoch. It leaves (rmdir) on close(),
+    at the end of a with block, when collected, or at interpreter exit.
+    """
+
+    def __init__(self, mount, name=None, batch_size=None):
+        self.mount = os.fspath(mount)
+        consumers = os.path.join(self.mount, "consumers")
+        if not os.path.isfile(os.path.join(self.mount, "status")) or not os.path.isdir(consumers):
+            raise TsockError(f"{self.mount}: not a tsock mount (no status file or consumers/): is `tsock mount` running?")
+        self.name = name or f"py-{os.getpid()}-{secrets.token_hex(3)}"
+        self.dir = os.path.join(consumers, self.name)
+        try:
+            os.mkdir(self.dir)
+        except FileExistsError:
+            raise TsockError(f"consumer {self.name!r} already exists in {self.mount}: pick another name") from None
+        except OSError as e:
+            raise TsockError(f"join {self.mount} as {self.name!r}: {e.strerror} (names: 1-64 of A-Za-z0-9_.-)") from None
+        self._finalizer = weakref.finalize(self, _leave, self.dir)
+        if batch_size is not None:
+            try:
+                with open(os.path.join(self.dir, "batch_size"), "w") as f:
+                    f.write(f"{int(batch_size)}\n")
+            except OSError as e:
+                self.close()
+                raise TsockError(f"batch size {batch_size!r} for {self.name}: {e.strerror}") from None
+        self.epoch = None  # the consumer's epoch of the last batch read
+        self.meta = None  # the last batch's metadata
+        self._next = 0  # the next batch number to open
+        self._pending = None  # a batch read ahead to find an epoch's end
+
+    def __repr__(self):
+        return f"tsock.Consumer({self.mount!r}, name={self.name!r})"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Leaves the mount; batches still alive stay readable."""
+        self._pending = None
+        self._finalizer()
+
+    def status(self):
+        """This consumer's status file as a dict of its lines."""
+        return _read_status(os.path.join(self.dir, "status"), f"consumer {self.name}")
+
+    def _check_end(self):
+        """Called on ENOENT for the next batch: that is the consumer's end,
+        unless the consumer is gone or the producer failed."""
+        if not os.path.isdir(self.dir):
+            raise TsockError(f"consumer {self.name} is gone from {self.mount} (removed from elsewhere?)")
+        state = _read_status(os.path.join(self.mount, "status"), self.mount).get("state", "")
+        if state.startswith("failed"):
+            raise TsockError(f"{self.mount}: the producer {state}")
+
+    def _take(self):
+        """The next batch, or None after the last one."""
+        if self._pending is not None:
+            b, self._pending = self._pending, None
+            return b
+        if not self._finalizer.alive:
+            raise TsockError(f"consumer {self.name} is closed")
+        path = os.path.join(self.dir, "%06d.safetensors" % self._next)
+        try:
+            b = load_batch(path)
+        except FileNotFoundError:
+            self._check_end()
+            return None
+        except OSError as e:
+            if e.errno == errno.EIO:
+                state = self.status().get("state", "")
+                if state.startswith("evicted"):
+                    raise TsockError(f"consumer {self.name} was {state}") from None
+            if e.errno in (errno.ENOTCONN, errno.ECONNABORTED):
+                raise TsockError(f"{self.mount}: the tsock daemon is gone ({e.strerror})") from None
+            raise TsockError(f"consumer {self.name}: open {path}: {e.strerror}") from None
+        self._next += 1
+        self.epoch, self.meta = b.epoch, b.meta
+        return b
+
+    def __iter__(self):
+        """Every batch of every epoch, in order."""
+        while (b := self._take()) is not None:
+            yield b
+            b = None  # hold no batch while opening the next: the buffer may have room for one
+
+    def epochs(self):
+        """One iterator per epoch of this consumer, in order.
+
+        An epoch ends where the next begins (the first batch of the next
+        epoch is read ahead) or at the consumer's end. Moving to the next
+        epoch before finishing one consumes the rest of it unread.
+        """
+        while (epoch := self._next_epoch()) is not None:
+            yield epoch
+            epoch.drain()
+            epoch = None
+
+    def _next_epoch(self):
+        first = self._take()
+        return None if first is None else _Epoch(self, first)
+
+
+class _Epoch:
+    """The batches of one epoch of a consumer."""
+
+    def __init__(self, consumer, first):
+        self.consumer = consumer
+        self.number = first.epoch
+        self._first = first
+        self._over = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._first is not None:
+            b, self._first = self._first, None
+            return b
+        if self._over:
+            raise StopIteration
+        b = self.consumer._take()
+        if b is None or b.epoch != self.number:
+            self.consumer._pending = b
+            self._over = True
+            raise StopIteration
+        return b
+
+    def drain(self):
+        for _ in self:
+            pass
+
+
+def torch_loader(mount, device="cpu", mean=None, std=None, dtype="float32", name=None, batch_size=None):
+    """A drop-in for a torch DataLoader over a tsock mount.
+
+    Each pass over it (`for images, labels in loader`) is one epoch of its
+    consumer; a pass after the last epoch raises TsockError rather than
+    being silently empty. images come as NCHW tensors on device, converted
+    to dtype and scaled to [0, 1] there, then normalized by mean and std
+    (per channel) if given; dtype=None keeps uint8 and skips both. labels
+    are int64 tensors on device.
+    """
+    return TorchLoader(Consumer(mount, name=name, batch_size=batch_size), device, mean, std, dtype)
+
+
+class TorchLoader:
+    """See torch_loader."""
+
+    def __init__(self, consumer, device, mean, std, dtype):
+        import torch
+
+        self.torch = torch
+        self.consumer = consumer
+        self.device = torch.device(device)
+        self.dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        self.mean = self._channels(mean)
+        self.std = self._channels(std)
+        self._epochs = consumer.epochs()
+
+    def _channels(self, v):
+        if v is None:
+            return None
+        if self.dtype is None:
+            raise TsockError("mean/std need a float dtype")
+        return self.torch.as_tensor(v, dtype=self.dtype, device=self.device).reshape(1, -1, 1, 1)
+
+    def __iter__(self):
+        try:
+            epoch = next(self._epochs)
+        except StopIteration:
+            raise TsockError(f"consumer {self.consumer.name} has read all its epochs (tsock mount --epochs)") from None
+        for batch in epoch:
+            yield self.convert(batch)
+
+    def convert(self, batch):
+        """(images, labels) tensors of one batch."""
+        torch = self.torch
+        images = torch.from_numpy(batch["images"])
+        if batch.meta.get("layout") == "nhwc":
+            images = images.permute(0, 3, 1, 2)
+        images = images.to(self.device, non_blocking=True)
+        if self.dtype is not None:
+            images = images.to(self.dtype).div_(255)
+            if self.mean is not None:
+                images.sub_(self.mean)
+            if self.std is not None:
+                images.div_(self.std)
+        labels = torch.from_numpy(batch["labels"]).to(self.device, non_blocking=True)
+        return images, labels
+
+    def close(self):
+        self.consumer.close()
