@@ -9,3 +9,5 @@ require (
 	golang.org/x/image v0.47.0
 	golang.org/x/sys v0.49.0
 )
+
+require github.com/NVIDIA/go-nvml v0.13.3-0

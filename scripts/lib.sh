@@ -2,6 +2,8 @@
 # daemon in the background, and a cleanup that never leaves a mount behind.
 # Source it after `cd` to the repository; it sets $work, $mnt and $tsock.
 export PATH="$PATH:/usr/local/go/bin"
+# go-nvml's cgo code calls deprecated NVML functions: silence gcc about it.
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
 work=$(mktemp -d "/tmp/tsock-$(basename "$0" .sh).XXXXXX")
 mnt="$work/mnt"
 tsock="$work/tsock"

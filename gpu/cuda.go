@@ -1,0 +1,148 @@
+package gpu
+
+/*
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "cuda.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// DefaultLibrary is the CUDA driver library's name.
+const DefaultLibrary = "libcuda.so.1"
+
+// loadMu guards the C side's table of entry points.
+var loadMu sync.Mutex
+
+// cudaError is a failed driver call, named as CUDA names it.
+func cudaError(what string, r C.int) error {
+	return fmt.Errorf("%s: %s (%d)", what, C.GoString(C.tsock_cuda_error_name(r)), int(r))
+}
+
+// cuda is a Driver over the real driver API (or any library with its ABI).
+type cuda struct {
+	info DeviceInfo
+	dev  C.int
+	ctx  unsafe.Pointer
+}
+
+// OpenCUDA loads lib (DefaultLibrary if empty), initialises the driver and
+// retains spec's device's primary context.
+func OpenCUDA(lib string, spec DeviceSpec) (Driver, error) {
+	if lib == "" {
+		lib = DefaultLibrary
+	}
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	clib := C.CString(lib)
+	defer C.free(unsafe.Pointer(clib))
+	var missing *C.char
+	switch C.tsock_cuda_load(clib, &missing) {
+	case 1:
+		return nil, fmt.Errorf("%w: %s not found (no NVIDIA driver installed?)", ErrNoDriver, lib)
+	case 2:
+		return nil, fmt.Errorf("%w: %s lacks %s (driver too old?)", ErrNoDriver, lib, C.GoString(missing))
+	}
+	if r := C.tsock_cuda_init(); r != 0 {
+		return nil, fmt.Errorf("%w: %w", ErrNoDriver, cudaError("cuInit", r))
+	}
+	var count C.int
+	if r := C.tsock_cuda_device_count(&count); r != 0 {
+		return nil, cudaError("cuDeviceGetCount", r)
+	}
+	for i := 0; i < int(count); i++ {
+		c, err := describe(i)
+		if err != nil {
+			return nil, err
+		}
+		if (spec.UUID == "" && spec.Ordinal == i) || spec.UUID == c.info.UUID {
+			if r := C.tsock_cuda_open(c.dev, &c.ctx); r != 0 {
+				return nil, cudaError("cuDevicePrimaryCtxRetain", r)
+			}
+			return c, nil
+		}
+	}
+	if spec.UUID != "" {
+		return nil, fmt.Errorf("%w: no device %s among %d", ErrNoDriver, spec.UUID, count)
+	}
+	return nil, fmt.Errorf("%w: no device cuda:%d (%d devices)", ErrNoDriver, spec.Ordinal, count)
+}
+
+func describe(ordinal int) (*cuda, error) {
+	var dev C.int
+	var uuid [16]byte
+	var name [256]C.char
+	if r := C.tsock_cuda_device(C.int(ordinal), &dev, (*C.uchar)(&uuid[0]), &name[0], C.int(len(name))); r != 0 {
+		return nil, cudaError(fmt.Sprintf("describe device %d", ordinal), r)
+	}
+	return &cuda{dev: dev, info: DeviceInfo{Ordinal: ordinal, UUID: formatUUID(uuid), Name: C.GoString(&name[0])}}, nil
+}
+
+func (c *cuda) Info() DeviceInfo { return c.info }
+
+func (c *cuda) Alloc(n int64) (uint64, error) {
+	var p C.tsock_devptr
+	if r := C.tsock_cuda_alloc(c.ctx, &p, C.size_t(n)); r != 0 {
+		return 0, cudaError(fmt.Sprintf("cuMemAlloc %d bytes", n), r)
+	}
+	return uint64(p), nil
+}
+
+func (c *cuda) Free(ptr uint64) error {
+	if r := C.tsock_cuda_free(c.ctx, C.tsock_devptr(ptr)); r != 0 {
+		return cudaError("cuMemFree", r)
+	}
+	return nil
+}
+
+func (c *cuda) CopyToDevice(dst uint64, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	if r := C.tsock_cuda_to_device(c.ctx, C.tsock_devptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src))); r != 0 {
+		return cudaError(fmt.Sprintf("cuMemcpyHtoD %d bytes", len(src)), r)
+	}
+	return nil
+}
+
+func (c *cuda) CopyToHost(dst []byte, src uint64) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	if r := C.tsock_cuda_to_host(c.ctx, unsafe.Pointer(&dst[0]), C.tsock_devptr(src), C.size_t(len(dst))); r != 0 {
+		return cudaError(fmt.Sprintf("cuMemcpyDtoH %d bytes", len(dst)), r)
+	}
+	return nil
+}
+
+func (c *cuda) IPCHandle(ptr uint64) (IPCHandle, error) {
+	var h IPCHandle
+	if r := C.tsock_cuda_ipc_handle(c.ctx, (*C.uchar)(&h[0]), C.tsock_devptr(ptr)); r != 0 {
+		return h, cudaError("cuIpcGetMemHandle", r)
+	}
+	return h, nil
+}
+
+func (c *cuda) MemInfo() (free, total int64, err error) {
+	var f, t C.size_t
+	if r := C.tsock_cuda_mem_info(c.ctx, &f, &t); r != 0 {
+		return 0, 0, cudaError("cuMemGetInfo", r)
+	}
+	return int64(f), int64(t), nil
+}
+
+func (c *cuda) Close() error {
+	if c.ctx == nil {
+		return nil
+	}
+	c.ctx = nil
+	if r := C.tsock_cuda_close(c.dev); r != 0 {
+		return cudaError("cuDevicePrimaryCtxRelease", r)
+	}
+	return nil
+}
