@@ -7,6 +7,7 @@ import (
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/gpu"
 )
 
 // building is the batch being filled.
@@ -74,7 +75,7 @@ func (a *assembler) add(ctx context.Context, t *task) error {
 	}
 	switch {
 	case a.cur != nil && (a.cur.n == a.cur.layout.samples || t.last):
-		return a.publish(t.last)
+		return a.publish(ctx, t.last)
 	case t.last: // the epoch's last samples failed after its last batch
 		a.p.store.EndEpoch(t.epoch)
 	}
@@ -99,8 +100,9 @@ func (a *assembler) start(ctx context.Context, t *task) error {
 	return nil
 }
 
-// publish finishes the batch's file and hands it to the store.
-func (a *assembler) publish(last bool) error {
+// publish finishes the batch's file, copies its data to the GPU if there
+// is one, and hands it to the store.
+func (a *assembler) publish(ctx context.Context, last bool) error {
 	b := a.cur
 	a.cur = nil
 	if b.n < b.layout.samples {
@@ -117,19 +119,28 @@ func (a *assembler) publish(last bool) error {
 	}
 	meta := batchMeta{epoch: b.epoch, index: b.index, seq: a.published,
 		imageSize: a.p.cfg.ImageSize, layout: a.p.cfg.Layout, transform: a.p.cfg.Transform}
+	var blob batchstore.Blob = b.file
 	hdr, err := b.layout.header(meta)
 	if err == nil {
 		copy(data, hdr)
+		if pool := a.p.cfg.GPU; pool != nil {
+			var slab *gpu.Slab
+			if slab, err = pool.Upload(ctx, data[DataStart:]); err == nil {
+				blob = &deviceBlob{File: b.file, pool: pool, slab: slab}
+			}
+		}
+	}
+	if err == nil {
 		err = b.file.Seal()
 	}
 	if err == nil {
-		_, err = b.res.Publish(b.file, batchstore.Info{
+		_, err = b.res.Publish(blob, batchstore.Info{
 			Epoch: b.epoch, Index: b.index, Samples: b.n, FirstPos: b.firstPos, EndPos: b.endPos, Last: last,
 		})
 	}
 	if err != nil {
 		b.res.Cancel()
-		b.file.Free()
+		blob.Free()
 		return fmt.Errorf("publish batch %d of epoch %d: %w", b.index, b.epoch, err)
 	}
 	a.epochBatch[b.epoch]++

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/gpu"
 )
 
 // Config is what the producer makes.
@@ -22,6 +23,9 @@ type Config struct {
 	Layout    Layout
 	Transform Transform
 	Decoder   string // auto, turbo or go
+	// GPU, if set, gets a copy of every batch's data in one of its slabs
+	// before the batch is published (--device).
+	GPU *gpu.Pool
 }
 
 // Validate checks the numbers a user gives.
