@@ -64,6 +64,7 @@ type consumer struct {
 	waiting     int // lookups blocked right now
 	waitTotal   time.Duration
 	waitSince   time.Time
+	caller      CallerID // the process (thread) that last looked up one of its batches
 }
 
 // active: still reading; a consumer that left or was evicted has nothing

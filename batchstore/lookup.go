@@ -124,6 +124,7 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 		return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, ErrNoConsumer)
 	}
 	c.started = true
+	c.caller = caller
 	for {
 		switch {
 		case s.closed:

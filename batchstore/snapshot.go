@@ -41,8 +41,9 @@ type ConsumerSnapshot struct {
 	Waiting     bool
 	WaitTotal   time.Duration
 	Age         time.Duration
-	Done        bool   // consumed everything there will ever be
-	Evicted     string // why it was evicted, "" if it was not
+	Done        bool     // consumed everything there will ever be
+	Evicted     string   // why it was evicted, "" if it was not
+	Caller      CallerID // the thread that last looked up one of its batches, 0 before any
 }
 
 // Snapshot returns the current state.
@@ -87,6 +88,7 @@ func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
 		Age:     time.Since(c.joined),
 		Done:    s.pastTheEnd(c, c.low),
 		Evicted: c.evicted,
+		Caller:  c.caller,
 	}
 	if c.waiting > 0 {
 		cs.WaitTotal += time.Since(c.waitSince)

@@ -55,7 +55,7 @@ func (b *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	h := &batchHandle{lease: lease, path: b.fs.path, data: lease.Blob(), shared: true}
+	h := &batchHandle{lease: lease, path: b.fs.path, data: lease.Blob(), shared: true, served: &b.fs.path.daemonBytes}
 	if b.fs.path.passthrough() {
 		return &passthroughHandle{h}, fuse.FOPEN_KEEP_CACHE, 0
 	}
@@ -74,7 +74,8 @@ type batchHandle struct {
 	lease  *batchstore.Lease
 	path   *dataPath
 	data   BatchData
-	shared bool // a producer batch: a read here means passthrough is off
+	shared bool           // a producer batch: a read here means passthrough is off
+	served *atomic.Uint64 // counts the bytes served, if set
 }
 
 var (
@@ -93,10 +94,8 @@ func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 	if err != nil {
 		return nil, syscall.EIO
 	}
-	if h.shared {
-		h.path.daemonBytes.Add(uint64(n))
-	} else {
-		h.path.rebatchedBytes.Add(uint64(n))
+	if h.served != nil {
+		h.served.Add(uint64(n))
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }

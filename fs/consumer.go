@@ -13,24 +13,34 @@ import (
 	"github.com/tsock/tsock/batchstore"
 )
 
-// batchSuffix ends every batch file name.
-const batchSuffix = ".safetensors"
+// batchSuffix ends every batch file name; cudaSuffix every batch's CUDA
+// control file (GPU mode).
+const (
+	batchSuffix = ".safetensors"
+	cudaSuffix  = ".cuda"
+)
 
 // BatchName is the file name of a consumer's batch number local.
 func BatchName(local uint64) string { return fmt.Sprintf("%06d%s", local, batchSuffix) }
 
-// parseBatchName inverts BatchName; names it would not produce are refused,
-// so that every batch has exactly one name.
-func parseBatchName(name string) (uint64, bool) {
+// CUDAName is the name of the CUDA control file of batch number local.
+func CUDAName(local uint64) string { return fmt.Sprintf("%06d%s", local, cudaSuffix) }
+
+// parseBatchName inverts BatchName and CUDAName; names they would not
+// produce are refused, so that every file has exactly one name.
+func parseBatchName(name string) (local uint64, cuda bool, ok bool) {
 	digits, ok := strings.CutSuffix(name, batchSuffix)
-	if !ok || len(digits) < 6 {
-		return 0, false
+	if !ok {
+		digits, cuda = strings.CutSuffix(name, cudaSuffix)
+		if !cuda {
+			return 0, false, false
+		}
 	}
 	n, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil || BatchName(n) != name {
-		return 0, false
+	if err != nil || len(digits) < 6 || fmt.Sprintf("%06d", n) != digits {
+		return 0, false, false
 	}
-	return n, true
+	return n, cuda, true
 }
 
 // controlNames are the files of a consumer directory that are not batches.
@@ -79,13 +89,16 @@ func (d *consumerDir) Lookup(ctx context.Context, name string, out *fuse.EntryOu
 		}).fillAttr(&out.Attr)
 		return child, 0
 	}
-	local, ok := parseBatchName(name)
-	if !ok {
+	local, cuda, ok := parseBatchName(name)
+	if !ok || (cuda && d.fs.opts.CUDA == nil) {
 		return nil, syscall.ENOENT
 	}
 	ref, err := d.fs.store.Lookup(ctx, d.name, local, callerID(ctx))
 	if err != nil {
 		return nil, errno(err)
+	}
+	if cuda {
+		return d.newCUDAInode(ctx, ref, out)
 	}
 	return d.newBatchInode(ctx, ref, out), 0
 }
@@ -102,14 +115,17 @@ func (d *consumerDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Er
 			ino = rebatchedIno(ref.Consumer, ref.Local)
 		}
 		entries = append(entries, fuse.DirEntry{Name: BatchName(ref.Local), Mode: syscall.S_IFREG, Ino: ino})
+		if d.fs.opts.CUDA != nil {
+			entries = append(entries, fuse.DirEntry{Name: CUDAName(ref.Local), Mode: syscall.S_IFREG, Ino: cudaIno(ref.Consumer, ref.Local)})
+		}
 	}
 	return fusefs.NewListDirStream(entries), 0
 }
 
-// Unlink gives a batch up without reading it.
+// Unlink gives a batch up without reading it (by either of its names).
 func (d *consumerDir) Unlink(ctx context.Context, name string) syscall.Errno {
-	local, ok := parseBatchName(name)
-	if !ok {
+	local, cuda, ok := parseBatchName(name)
+	if !ok || (cuda && d.fs.opts.CUDA == nil) {
 		if controlNames[name] {
 			return syscall.EPERM
 		}

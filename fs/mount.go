@@ -34,6 +34,10 @@ type Options struct {
 	ProbeFd int
 	// Compose assembles consumers' re-batched files.
 	Compose Composer
+	// CUDA, if set, serves consumers/NAME/NNNNNN.cuda beside each batch.
+	CUDA CUDAFiles
+	// GPU are the files of MOUNTPOINT/gpu/ (name → content), if any.
+	GPU map[string]func() ([]byte, error)
 	// Debug logs every FUSE request.
 	Debug bool
 }

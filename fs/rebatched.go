@@ -66,7 +66,7 @@ func (f *rebatchedFile) Open(ctx context.Context, flags uint32) (fusefs.FileHand
 		lease.Release()
 		return nil, 0, errno(err)
 	}
-	h := &batchHandle{lease: lease, path: f.fs.path, data: comp}
+	h := &batchHandle{lease: lease, path: f.fs.path, data: comp, served: &f.fs.path.rebatchedBytes}
 	return &rebatchedHandle{batchHandle: h, file: f}, fuse.FOPEN_KEEP_CACHE, 0
 }
 

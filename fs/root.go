@@ -24,8 +24,26 @@ func (r *root) OnAdd(ctx context.Context) {
 			r.AddChild(name, r.NewPersistentInode(ctx, file, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
 		}
 	}
+	if len(r.fs.opts.GPU) > 0 {
+		gpu := &filesDir{files: r.fs.opts.GPU}
+		r.AddChild("gpu", r.NewPersistentInode(ctx, gpu, fusefs.StableAttr{Mode: syscall.S_IFDIR}), false)
+	}
 	consumers := &consumersDir{fs: r.fs}
 	r.AddChild("consumers", r.NewPersistentInode(ctx, consumers, fusefs.StableAttr{Mode: syscall.S_IFDIR}), false)
+}
+
+// filesDir is a directory of control files, fixed at mount.
+type filesDir struct {
+	readOnlyDir
+	files map[string]func() ([]byte, error)
+}
+
+var _ = (fusefs.NodeOnAdder)((*filesDir)(nil))
+
+func (d *filesDir) OnAdd(ctx context.Context) {
+	for name, render := range d.files {
+		d.AddChild(name, d.NewPersistentInode(ctx, &textFile{render: render}, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+	}
 }
 
 // fileSystem is what every node shares.

@@ -30,6 +30,11 @@ func (c *mountCommand) metrics() ([]byte, error) {
 		counter("tsock_cache_hits_total", "Source reads answered from the raw cache.", float64(cs.Hits))
 		counter("tsock_cache_misses_total", "Source reads that went to disk.", float64(cs.Misses))
 	}
+	if c.gpu != nil {
+		gauge("tsock_gpu_slabs", "GPU slabs allocated (--device).", float64(len(c.gpu.pool.Slabs())))
+		gauge("tsock_gpu_slabs_in_use", "GPU slabs holding a batch.", float64(c.gpu.pool.InUse()))
+		gauge("tsock_gpu_slab_bytes", "Size of one GPU slab.", float64(c.gpu.pool.Slabs()[0].Size))
+	}
 	gauge("tsock_skipped_inputs", "Distinct inputs skipped as unreadable or corrupt.", float64(ps.Skipped))
 	perConsumer := []struct {
 		name, kind, help string

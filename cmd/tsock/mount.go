@@ -15,6 +15,7 @@ import (
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/fs"
+	"github.com/tsock/tsock/gpu"
 	"github.com/tsock/tsock/producer"
 )
 
@@ -27,6 +28,8 @@ type mountCommand struct {
 	source      string
 	buffer      string
 	cacheSize   string
+	device      string
+	gpuBuffer   string
 	storage     string
 	passthrough string
 	debug       bool
@@ -38,6 +41,7 @@ type mountCommand struct {
 	alloc    *memfile.Allocator
 	producer *producer.Producer
 	cache    *producer.Cache // nil without --cache
+	gpu      *gpuMode        // nil without --device
 	mounted  *fs.Mounted
 	rate     *rateMeter
 }
@@ -69,6 +73,8 @@ func (c *mountCommand) Parse(args []string) error {
 	f.StringVar(&join, "join", "any", "any: a consumer joins mid-epoch, its epochs stitched exact; epoch: it waits for the next producer epoch")
 	f.StringVar(&c.storage, "storage", "auto", "batch memory: auto, tmpfs (huge pages, needs root) or memfd")
 	f.StringVar(&c.passthrough, "passthrough", "auto", "serve reads by FUSE passthrough: auto or off")
+	f.StringVar(&c.device, "device", "", "GPU to copy every batch to once, for CUDA IPC: cuda:N or GPU-<uuid>")
+	f.StringVar(&c.gpuBuffer, "gpu-buffer", "", "GPU memory for batches (with --device); default: --buffer")
 	f.BoolVar(&c.debug, "debug", false, "log every FUSE request")
 	if err := parseFlags(f, args); err != nil {
 		return err
@@ -122,6 +128,19 @@ func (c *mountCommand) validate() error {
 	}
 	if _, err := parseSize("buffer", c.buffer); err != nil {
 		return err
+	}
+	if c.device != "" {
+		if _, err := gpu.ParseDevice(c.device); err != nil {
+			return fmt.Errorf("--device: %w", err)
+		}
+	}
+	if c.gpuBuffer != "" {
+		if c.device == "" {
+			return fmt.Errorf("--gpu-buffer %s: needs --device", c.gpuBuffer)
+		}
+		if _, err := parseSize("gpu-buffer", c.gpuBuffer); err != nil {
+			return err
+		}
 	}
 	if c.cacheSize != "0" {
 		if _, err := parseSize("cache", c.cacheSize); err != nil {
@@ -199,6 +218,9 @@ func (c *mountCommand) setUp() error {
 	storeCfg := producer.StoreConfig(c.cfg, limit)
 	storeCfg.JoinAtEpoch = c.join == "epoch"
 	c.store = batchstore.New(storeCfg)
+	if err := c.setUpGPU(limit); err != nil {
+		return err
+	}
 	if c.alloc, err = newAllocator(c.storage); err != nil {
 		return err
 	}
@@ -212,10 +234,14 @@ func (c *mountCommand) setUp() error {
 	}
 	defer probe.Free()
 	c.rate = newRateMeter(c.store)
-	c.mounted, err = fs.Mount(c.mountpoint, c.store, fs.Options{
+	opts := fs.Options{
 		Status: c.status, Metrics: c.metrics, Compose: compose(producer.NewComposer(c.cfg)), Passthrough: c.passthrough == "auto",
 		Backing: c.alloc.Describe(), ProbeFd: probe.Fd(), Debug: c.debug,
-	})
+	}
+	if c.gpu != nil {
+		opts.CUDA, opts.GPU = producer.NewCUDAFiles(c.cfg, c.gpu.pool), c.gpu.files()
+	}
+	c.mounted, err = fs.Mount(c.mountpoint, c.store, opts)
 	return err
 }
 
@@ -249,6 +275,9 @@ func (c *mountCommand) Close() error {
 	}
 	if c.alloc != nil {
 		errs = append(errs, c.alloc.Close())
+	}
+	if c.gpu != nil { // after the store: its batches hold slabs
+		errs = append(errs, c.gpu.Close())
 	}
 	return errors.Join(errs...)
 }

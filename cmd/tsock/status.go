@@ -37,6 +37,9 @@ func (c *mountCommand) status() ([]byte, error) {
 	fmt.Fprintf(&b, "buffer: %s used of %s (%d batches held, %s being written)\n",
 		humanize.IBytes(uint64(snap.Used)), humanize.IBytes(uint64(snap.Limit)), snap.Held, humanize.IBytes(uint64(snap.Reserved)))
 	fmt.Fprintf(&b, "data path: %s\n", c.mounted.DataPath())
+	if c.gpu != nil {
+		c.gpu.status(&b, snap.Consumers)
+	}
 	if c.cache != nil {
 		cs := c.cache.Stats()
 		fmt.Fprintf(&b, "raw cache: %s of %s, %d files; hit rate %.0f%% (%d hits, %d misses)\n",

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/gpu"
+	"github.com/tsock/tsock/producer"
+)
+
+// gpuMode is the mount's GPU side (--device): the driver, the slabs every
+// batch is copied into, and NVML telemetry.
+type gpuMode struct {
+	driver  gpu.Driver
+	pool    *gpu.Pool
+	monitor *gpu.Monitor
+}
+
+// openDriver opens the CUDA driver: libcuda.so.1, or the library named by
+// TSOCK_LIBCUDA (how tests load a fake one). In-process tests replace it.
+var openDriver = func(spec gpu.DeviceSpec) (gpu.Driver, error) {
+	return gpu.OpenCUDA(os.Getenv("TSOCK_LIBCUDA"), spec)
+}
+
+// setUpGPU opens the device and allocates the slabs, once, before the
+// producer starts: a mount that cannot have its GPU fails at start.
+func (c *mountCommand) setUpGPU(hostBuffer int64) error {
+	if c.device == "" {
+		return nil
+	}
+	spec, _ := gpu.ParseDevice(c.device) // checked by Parse
+	drv, err := openDriver(spec)
+	if err != nil {
+		return fmt.Errorf("--device %s: %w", c.device, err)
+	}
+	c.gpu = &gpuMode{driver: drv}
+	size := hostBuffer
+	if c.gpuBuffer != "" {
+		size, _ = parseSize("gpu-buffer", c.gpuBuffer)
+	}
+	if c.gpu.pool, err = gpu.NewPool(drv, size, c.cfg.BatchBytes()-producer.DataStart); err != nil {
+		return fmt.Errorf("--device %s: %w", c.device, err)
+	}
+	c.gpu.monitor = gpu.NewMonitor(gpu.NewNVML())
+	c.cfg.GPU = c.gpu.pool
+	return nil
+}
+
+// files are MOUNTPOINT/gpu/devices and MOUNTPOINT/gpu/slabs.
+func (g *gpuMode) files() map[string]func() ([]byte, error) {
+	return map[string]func() ([]byte, error){
+		"devices": func() ([]byte, error) { return []byte(g.monitor.Text()), nil },
+		"slabs": func() ([]byte, error) {
+			var b strings.Builder
+			uuid := g.driver.Info().UUID
+			for _, s := range g.pool.Slabs() {
+				fmt.Fprintf(&b, "%d %s %d %s\n", s.ID, s.Handle, s.Size, uuid)
+			}
+			return []byte(b.String()), nil
+		},
+	}
+}
+
+// status is the GPU part of MOUNTPOINT/status.
+func (g *gpuMode) status(b *strings.Builder, consumers []batchstore.ConsumerSnapshot) {
+	info := g.driver.Info()
+	slabs := g.pool.Slabs()
+	held := int64(len(slabs)) * slabs[0].Size
+	fmt.Fprintf(b, "gpu: %s (%s, cuda:%d): %d slabs of %s = %s held by tsock, %d holding a batch",
+		info.UUID, info.Name, info.Ordinal, len(slabs), humanize.IBytes(uint64(slabs[0].Size)),
+		humanize.IBytes(uint64(held)), g.pool.InUse())
+	if free, total, err := g.driver.MemInfo(); err == nil {
+		fmt.Fprintf(b, "; device %s free of %s", humanize.IBytes(uint64(free)), humanize.IBytes(uint64(total)))
+	}
+	b.WriteString("\n")
+	if ok, why := g.monitor.Available(); !ok {
+		fmt.Fprintf(b, "gpu memory by consumer: unknown (%s)\n", why)
+		return
+	}
+	b.WriteString("gpu memory by consumer (NVML):\n")
+	for _, cs := range consumers {
+		pid := processOf(int(cs.Caller))
+		if mem, ok := g.monitor.ProcessMemory(info.UUID, pid); ok {
+			fmt.Fprintf(b, "  %s: pid %d, %s\n", cs.Name, pid, humanize.IBytes(mem))
+		} else {
+			fmt.Fprintf(b, "  %s: none reported\n", cs.Name)
+		}
+	}
+}
+
+// processOf is the process of thread tid (FUSE names threads; NVML processes).
+func processOf(tid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return tid
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			var pid int
+			if _, err := fmt.Sscan(v, &pid); err == nil {
+				return pid
+			}
+		}
+	}
+	return tid
+}
+
+// Close frees the slabs and lets go of the device and NVML.
+func (g *gpuMode) Close() error {
+	var errs []error
+	if g.pool != nil {
+		errs = append(errs, g.pool.Close())
+	}
+	if g.monitor != nil {
+		errs = append(errs, g.monitor.Close())
+	}
+	errs = append(errs, g.driver.Close())
+	return errors.Join(errs...)
+}
