@@ -33,12 +33,19 @@ var (
 	_ = (fusefs.NodeGetattrer)((*batchFile)(nil))
 )
 
-func (b *batchFile) fillAttr(attr *fuse.Attr) {
+func (b *batchFile) fillAttr(attr *fuse.Attr) { fillFileAttr(attr, b.size, b.at) }
+
+// fillFileAttr gives a read-only file of size bytes, made at t (now if
+// unknown), its attributes.
+func fillFileAttr(attr *fuse.Attr, size int64, t time.Time) {
 	attr.Mode = syscall.S_IFREG | 0o444
-	attr.Size = uint64(b.size)
+	attr.Size = uint64(size)
 	attr.Blocks = (attr.Size + 511) / 512
 	attr.Nlink = 1
-	attr.SetTimes(&b.at, &b.at, &b.at)
+	if t.IsZero() {
+		t = time.Now()
+	}
+	attr.SetTimes(&t, &t, &t)
 }
 
 func (b *batchFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {

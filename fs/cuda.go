@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"syscall"
-	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -56,16 +55,7 @@ func (d *consumerDir) newCUDAInode(ctx context.Context, ref batchstore.Ref, out 
 	return d.NewInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: cudaIno(ref.Consumer, ref.Local)}), 0
 }
 
-func (f *cudaFile) fillAttr(attr *fuse.Attr) {
-	attr.Mode = syscall.S_IFREG | 0o444
-	attr.Size = uint64(f.size)
-	attr.Nlink = 1
-	t := f.ref.Time
-	if t.IsZero() {
-		t = time.Now()
-	}
-	attr.SetTimes(&t, &t, &t)
-}
+func (f *cudaFile) fillAttr(attr *fuse.Attr) { fillFileAttr(attr, f.size, f.ref.Time) }
 
 func (f *cudaFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	f.fillAttr(&out.Attr)

@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"syscall"
-	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -36,17 +35,7 @@ var (
 	_ = (fusefs.NodeGetattrer)((*rebatchedFile)(nil))
 )
 
-func (f *rebatchedFile) fillAttr(attr *fuse.Attr) {
-	attr.Mode = syscall.S_IFREG | 0o444
-	attr.Size = uint64(f.ref.Size)
-	attr.Blocks = (attr.Size + 511) / 512
-	attr.Nlink = 1
-	t := f.ref.Time
-	if t.IsZero() {
-		t = time.Now()
-	}
-	attr.SetTimes(&t, &t, &t)
-}
+func (f *rebatchedFile) fillAttr(attr *fuse.Attr) { fillFileAttr(attr, f.ref.Size, f.ref.Time) }
 
 func (f *rebatchedFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	f.fillAttr(&out.Attr)
