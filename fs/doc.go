@@ -21,6 +21,9 @@
 //   - Opens are served by FUSE passthrough from the batch's memory-backed
 //     file when the kernel allows it (probed at mount); otherwise the
 //     daemon serves reads in 1 MiB requests with FOPEN_KEEP_CACHE.
+//   - In GPU mode each batch also has NNNNNN.cuda, rendered by the
+//     producer's format from the leased batches; opening it takes the same
+//     lease as the batch, so release and consumption follow one rule.
 //   - Everything but mkdir/rmdir in consumers/ and unlink of a batch is
 //     read-only (EROFS).
 package fs

@@ -18,4 +18,8 @@
 //   - A sample that fails to load or decode is skipped, counted once per
 //     file with its reason, and left out of later epochs; the batch is
 //     filled from the samples after it, so the order stays deterministic.
+//   - A JPEG is verified whole the first time it is decoded (producer
+//     epoch 0); later decodes read only the crop's region.
+//   - In GPU mode a batch's data is on its GPU slab before it is
+//     published, and the slab is returned only when the batch is freed.
 package producer

@@ -286,5 +286,67 @@ next(iter(c))
         self.assertLess(r["last_loss"], 0.5 * r["first_loss"], r)
 
 
+class GPUTest(unittest.TestCase):
+    """GPU mode without a GPU: the daemon runs on the fake libcuda.so (its
+    IPC handles carry the "device" address), the client on a fake opener."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.data = folder()
+        d = tempfile.mkdtemp(prefix="tsock-fakecuda-")
+        cls.lib = os.path.join(d, "libcuda.so.1")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", cls.lib, os.path.join(ROOT, "gpu", "gputest", "testdata", "fakecuda.c")],
+                       check=True)
+
+    def test_cuda_batches(self):
+        os.environ["TSOCK_LIBCUDA"] = self.lib
+        self.addCleanup(os.environ.pop, "TSOCK_LIBCUDA")
+        m = Mount(self, "--source", self.data, "--image-size", "32", "--batch-size", "8", "--epochs", "1",
+                  "--buffer", "1MiB", "--device", "cuda:0")
+        with open(m.path("gpu", "slabs")) as f:
+            slab_at = {}
+            for line in f:
+                sid, handle, size, uuid = line.split()
+                slab_at[int(sid)] = int.from_bytes(bytes.fromhex(handle)[8:16], "little")
+        opened, joined = [], []
+
+        def open_handle(handle):
+            opened.append(handle)
+            return int.from_bytes(handle[8:16], "little")
+
+        def concat(parts, shape, typestr):
+            joined.append((len(parts), tuple(shape), typestr))
+            return ("on the device", tuple(shape))
+
+        tsock._handles.clear()
+        samples = 0
+        with tsock.cuda_batches(m.dir, open_handle=open_handle, concat=concat) as c:
+            for b in c:
+                n = b["labels"].shape[0]
+                img, lab = b["images"].__cuda_array_interface__, b["labels"].__cuda_array_interface__
+                self.assertEqual((img["shape"], img["typestr"], img["version"]), ((n, 3, 32, 32), "|u1", 3))
+                self.assertEqual((lab["shape"], lab["typestr"]), ((n,), "<i8"))
+                # A producer batch: labels at the slab's start, images after labels and indices.
+                self.assertIn(lab["data"][0], slab_at.values())
+                self.assertEqual(img["data"][0], lab["data"][0] + 16 * n)
+                self.assertEqual(c.status()["open batches"], "1", "the batch is not held while its tensors live")
+                samples += n
+                del b, img, lab
+        self.assertEqual(samples, 45)
+        self.assertEqual(len(opened), len(set(opened)), "a slab's handle was opened twice")
+        # A batch size that cuts producer batches: tensors span slabs.
+        with tsock.cuda_batches(m.dir, batch_size=5, open_handle=open_handle, concat=concat) as c:
+            batches = [dict(b) for b in c]
+        rows = [x[1][0] if isinstance(x, tuple) else x.shape[0] for x in (b["labels"] for b in batches)]  # joined or not
+        self.assertEqual(sum(rows), 45)
+        self.assertIn((2, (5, 3, 32, 32), "|u1"), joined)
+        self.assertEqual(len(opened), len(set(opened)))
+
+    def test_no_gpu_mode_is_a_clear_error(self):
+        m = Mount(self, "--source", self.data, "--image-size", "32", "--batch-size", "8")
+        with self.assertRaisesRegex(tsock.TsockError, "--device"):
+            tsock.cuda_batches(m.dir, open_handle=lambda h: 0)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -34,7 +34,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["Batch", "Consumer", "TsockError", "load_batch", "torch_loader"]
+__all__ = ["Batch", "Consumer", "TsockError", "cuda_batches", "load_batch", "torch_loader"]
 
 DTYPES = {"U8": np.uint8, "I8": np.int8, "I32": np.int32, "I64": np.int64, "F16": np.float16, "F32": np.float32}
 TENSORS = ("images", "labels", "indices")
@@ -158,6 +158,7 @@ class Consumer:
             except OSError as e:
                 self.close()
                 raise TsockError(f"batch size {batch_size!r} for {self.name}: {e.strerror}") from None
+        self._suffix, self._load = ".safetensors", load_batch
         self.epoch = None  # the consumer's epoch of the last batch read
         self.meta = None  # the last batch's metadata
         self._next = 0  # the next batch number to open
@@ -197,9 +198,9 @@ class Consumer:
             return b
         if not self._finalizer.alive:
             raise TsockError(f"consumer {self.name} is closed")
-        path = os.path.join(self.dir, "%06d.safetensors" % self._next)
+        path = os.path.join(self.dir, "%06d%s" % (self._next, self._suffix))
         try:
-            b = load_batch(path)
+            b = self._load(path)
         except FileNotFoundError:
             self._check_end()
             return None
@@ -328,3 +329,121 @@ class TorchLoader:
 
     def close(self):
         self.consumer.close()
+
+
+# --- GPU mode (tsock mount --device) ---------------------------------------
+
+TYPESTR = {"U8": "|u1", "I64": "<i8"}
+_handles = {}  # (slab handle hex) → device pointer: each process opens a handle once
+
+
+class CudaArray:
+    """A tensor in tsock's GPU memory, for any framework that takes
+    __cuda_array_interface__ (torch.as_tensor, cupy.asarray, numba; JAX
+    through DLPack from those). Read-only. It keeps its batch's .cuda file
+    open, and so the batch held, for as long as it lives."""
+
+    def __init__(self, ptr, shape, typestr, holder):
+        self.ptr, self.shape, self.typestr = ptr, tuple(shape), typestr
+        self._holder = holder
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.typestr, "data": (self.ptr, True), "version": 3, "strides": None}
+
+
+class _Held:
+    """An open .cuda file: the batch is held until this is collected."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def __del__(self):
+        os.close(self.fd)
+
+
+def _cupy_opener(device_uuid):
+    """Opens IPC handles with CuPy on the local device whose UUID matches
+    (device numbers differ between processes; the GPU must be the same)."""
+    import cupy
+
+    rt = cupy.cuda.runtime
+    for i in range(rt.getDeviceCount()):
+        uuid = bytes(rt.getDeviceProperties(i)["uuid"])
+        if "GPU-%s-%s-%s-%s-%s" % tuple(uuid.hex()[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))) == device_uuid:
+            break
+    else:
+        raise TsockError(f"no local GPU is {device_uuid}: CUDA IPC works only on the GPU tsock uses")
+
+    def open_handle(handle):
+        with cupy.cuda.Device(i):
+            return rt.ipcOpenMemHandle(handle)
+
+    return open_handle
+
+
+def _cupy_concat(parts, shape, typestr):
+    import cupy
+
+    return cupy.concatenate([cupy.asarray(p).ravel() for p in parts]).reshape(shape)
+
+
+def cuda_batches(mount, name=None, batch_size=None, open_handle=None, concat=None):
+    """Yields each batch as a dict of GPU tensors in tsock's memory.
+
+    Needs `tsock mount --device` and this process on the same physical GPU.
+    A tensor in one segment is zero copy (a CudaArray: torch.as_tensor(x,
+    device="cuda"), cupy.asarray(x)); one that spans slabs (a consumer
+    batch size that cuts producer batches) is joined on the device by
+    concat (CuPy by default). open_handle maps an IPC handle to a device
+    pointer (CuPy's ipcOpenMemHandle by default); each slab is opened once
+    per process. Keep a batch's tensors only while you use them: they hold
+    its memory, and tsock reuses it once the batch is released.
+    """
+    slabs = {}
+    try:
+        with open(os.path.join(os.fspath(mount), "gpu", "slabs")) as f:
+            for line in f:
+                sid, handle, _size, _uuid = line.split()
+                slabs[int(sid)] = handle
+    except FileNotFoundError:
+        raise TsockError(f"{mount}: no gpu/slabs: not mounted in GPU mode (tsock mount --device)") from None
+    c = Consumer(mount, name=name, batch_size=batch_size)
+    state = {"open": open_handle, "concat": concat or _cupy_concat}
+
+    def load(path):
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        holder = _Held(fd)
+        size = os.fstat(fd).st_size
+        data = b""
+        while len(data) < size:
+            chunk = os.read(fd, size - len(data))
+            if not chunk:
+                break
+            data += chunk
+        try:
+            desc = json.loads(data)
+        except ValueError:
+            raise TsockError(f"{path}: not a tsock .cuda file") from None
+        if state["open"] is None:
+            state["open"] = _cupy_opener(desc["device"])
+        tensors = {}
+        for tname, t in desc["tensors"].items():
+            typestr = TYPESTR[t["dtype"]]
+            parts = []
+            for seg in t["segments"]:
+                handle = slabs[seg["slab"]]
+                if handle not in _handles:
+                    _handles[handle] = state["open"](bytes.fromhex(handle))
+                count = seg["bytes"] // np.dtype(typestr).itemsize
+                parts.append(CudaArray(_handles[handle] + seg["offset"], (count,), typestr, holder))
+            if len(parts) == 1:
+                parts[0].shape = tuple(t["shape"])
+                tensors[tname] = parts[0]
+            else:
+                tensors[tname] = state["concat"](parts, t["shape"], typestr)
+        meta = {"epoch": desc["epoch"], "batch": desc["batch"], "device": desc["device"]}
+        return Batch(tensors, meta, path)
+
+    c._suffix, c._load = ".cuda", load
+    return c
