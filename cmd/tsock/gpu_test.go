@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -247,4 +248,56 @@ func TestDeviceWithoutADriverFailsAtStart(t *testing.T) {
 	if code != exitError || !strings.Contains(out, "--device cuda:0: no CUDA driver") {
 		t.Fatalf("exit %d, %q", code, out)
 	}
+}
+
+// A consumer killed while it maps a .cuda file gives its batch, and so the
+// batch's GPU slab, back through the kernel's release of its files.
+func TestKilledCUDAHolderGivesItsSlabBack(t *testing.T) {
+	t.Setenv("TSOCK_LIBCUDA", gputest.LibCUDA(t))
+	d := startDaemon(t, "--source", "synthetic:16", "--batch-size", "8", "--image-size", "16", "--epochs", "1",
+		"--buffer", "1MiB", "--device", "cuda:0")
+	dir := filepath.Join(d.dir, "consumers", "victim")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := exec.Command(os.Args[0], "-test.run=^$")
+	victim.Env = append(os.Environ(), "TSOCK_TEST_VICTIM="+filepath.Join(dir, fs.CUDAName(0)))
+	out, err := victim.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw, err := os.Pipe() // the victim waits for its stdin to close: never, until killed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	victim.Stdin = pr
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 64)
+	if n, _ := out.Read(line); !strings.HasPrefix(string(line[:n]), "mapped") {
+		t.Fatalf("victim: %q", line[:n])
+	}
+	consumerStatus := func() string {
+		s, _ := os.ReadFile(filepath.Join(dir, "status"))
+		return string(s)
+	}
+	if s := consumerStatus(); !strings.Contains(s, "open batches: 1") {
+		t.Fatalf("the mapped .cuda file does not hold its batch:\n%s", s)
+	}
+	victim.Process.Kill()
+	victim.Wait()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(consumerStatus(), "batches read: 1\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("batch 0 not released 20s after its holder was killed:\n%s", consumerStatus())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	status, _ := os.ReadFile(filepath.Join(d.dir, "status"))
+	if !strings.Contains(string(status), ", 1 holding a batch") {
+		t.Fatalf("batch 0's slab not given back (batch 1 alone should hold one):\n%s", status)
+	}
+	d.stop(t)
 }
