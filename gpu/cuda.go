@@ -80,7 +80,7 @@ func describe(ordinal int) (*cuda, error) {
 	if r := C.tsock_cuda_device(C.int(ordinal), &dev, (*C.uchar)(&uuid[0]), &name[0], C.int(len(name))); r != 0 {
 		return nil, cudaError(fmt.Sprintf("describe device %d", ordinal), r)
 	}
-	return &cuda{dev: dev, info: DeviceInfo{Ordinal: ordinal, UUID: formatUUID(uuid), Name: C.GoString(&name[0])}}, nil
+	return &cuda{dev: dev, info: DeviceInfo{Ordinal: ordinal, UUID: FormatUUID(uuid), Name: C.GoString(&name[0])}}, nil
 }
 
 func (c *cuda) Info() DeviceInfo { return c.info }

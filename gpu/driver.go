@@ -65,8 +65,8 @@ func ParseDevice(s string) (DeviceSpec, error) {
 	return DeviceSpec{}, fmt.Errorf("device %q: want cuda:N or GPU-<uuid>", s)
 }
 
-// formatUUID renders 16 bytes as NVIDIA does: GPU-8-4-4-4-12 hex digits.
-func formatUUID(b [16]byte) string {
+// FormatUUID renders 16 bytes as NVIDIA does: GPU-8-4-4-4-12 hex digits.
+func FormatUUID(b [16]byte) string {
 	h := hex.EncodeToString(b[:])
 	return fmt.Sprintf("GPU-%s-%s-%s-%s-%s", h[0:8], h[8:12], h[12:16], h[16:20], h[20:32])
 }

@@ -2,12 +2,12 @@ package gputest
 
 import (
 	_ "embed"
-	"encoding/hex"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/tsock/tsock/gpu"
 )
 
 //go:embed testdata/fakecuda.c
@@ -19,8 +19,7 @@ func FakeUUID(n int) string {
 	for i := range b {
 		b[i] = byte(0x10*(n+1) + i)
 	}
-	h := hex.EncodeToString(b[:])
-	return fmt.Sprintf("GPU-%s-%s-%s-%s-%s", h[0:8], h[8:12], h[12:16], h[16:20], h[20:32])
+	return gpu.FormatUUID(b)
 }
 
 // LibCUDA compiles the fake libcuda.so.1 with gcc (cflags added, e.g.

@@ -47,7 +47,7 @@ def main():
             current_epoch, epoch_start, epoch_images = epoch, last_end, 0
         images += len(batch["labels"])
         epoch_images += len(batch["labels"])
-        nbytes += os.path.getsize(path)
+        nbytes += batch.size
         del batch  # unmaps and closes: consumed
         batches += 1
         last_end = time.perf_counter()

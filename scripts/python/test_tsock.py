@@ -5,7 +5,6 @@
 Without TSOCK_BIN it builds tsock with `go build`. go test runs this file
 (cmd/tsock/python_test.go), so scripts/test.sh does too.
 """
-import ctypes
 import json
 import mmap
 import os
@@ -153,20 +152,25 @@ class ClientTest(unittest.TestCase):
 
     def test_arrays_are_the_mapped_file(self):
         m = self.mount("--batch-size", "8")
-        with tsock.Consumer(m.dir) as c:
-            b = next(iter(c))
-            images = b["images"]
-            base = images
-            while not isinstance(base, mmap.mmap):
-                base = base.obj if isinstance(base, memoryview) else base.base
-                self.assertIsNotNone(base, "the array does not view the batch's mapping")
-            start = ctypes.addressof(ctypes.c_char.from_buffer(base))
-            addr = images.__array_interface__["data"][0]
-            self.assertEqual(addr, start + 4096 + 16 * 8, "images start right after the 4096-byte header and labels")
-            self.assertEqual(addr % 4096, 128)
-            images[0, 0, 0, 0] ^= 0xFF  # copy-on-write: ours alone
-            again, _ = plain_read(b.path)
-            self.assertNotEqual(again["images"][0, 0, 0, 0], images[0, 0, 0, 0])
+        for writable in (False, True):
+            with tsock.Consumer(m.dir, writable=writable) as c:
+                b = next(iter(c))
+                images = b["images"]
+                base = images
+                while not isinstance(base, mmap.mmap):
+                    base = base.obj if isinstance(base, memoryview) else base.base
+                    self.assertIsNotNone(base, "the array does not view the batch's mapping")
+                start = np.frombuffer(base, np.uint8).__array_interface__["data"][0]
+                addr = images.__array_interface__["data"][0]
+                self.assertEqual(addr, start + 4096 + 16 * 8, "images start right after the 4096-byte header and labels")
+                self.assertEqual(addr % 4096, 128)
+                if not writable:
+                    with self.assertRaises(ValueError):
+                        images[0, 0, 0, 0] = 0  # read-only: the memory is everyone's
+                    continue
+                images[0, 0, 0, 0] ^= 0xFF  # copy-on-write: ours alone
+                again, _ = plain_read(b.path)
+                self.assertNotEqual(again["images"][0, 0, 0, 0], images[0, 0, 0, 0])
 
     def test_own_batch_size(self):
         m = self.mount("--batch-size", "8", "--epochs", "2")

@@ -18,8 +18,8 @@ Import it by path (sys.path.insert(0, ".../scripts/python")) or with the
 folder on PYTHONPATH; nothing to install.
 
 A batch is a dict {"images", "labels", "indices"} of numpy arrays that view
-the batch file's memory mapping (copy-on-write: writable, shared until
-written). The mapping keeps the file open, so the batch stays held in the
+the batch file's memory mapping: read-only (Consumer(writable=True) maps
+copy-on-write instead). The mapping keeps the file open, so the batch stays held in the
 shared buffer for as long as any of its arrays lives; drop them and it is
 consumed. Keeping every batch of an epoch alive holds the buffer full and
 stalls every consumer.
@@ -48,23 +48,27 @@ class TsockError(Exception):
 class Batch(dict):
     """One batch: a dict of numpy arrays, with the file's metadata.
 
-    epoch is the consumer's own epoch, index the batch's number in it.
+    epoch is the consumer's own epoch, index the batch's number in it;
+    size is the file's length.
     """
 
-    def __init__(self, tensors, meta, path):
+    def __init__(self, tensors, meta, path, size=0):
         super().__init__(tensors)
         self.meta = meta
         self.path = path
+        self.size = size
         self.epoch = int(meta.get("epoch", 0))
         self.index = int(meta.get("batch", 0))
 
 
-def load_batch(path):
+def load_batch(path, writable=False):
     """Maps one batch file and returns it as a Batch, zero copy.
 
-    Opening a batch that is not produced yet blocks until it is; a batch
-    past the consumer's end raises FileNotFoundError. A file that is not a
-    tsock batch raises TsockError.
+    The arrays are read-only views of the shared mapping; writable=True
+    maps copy-on-write instead (writes stay private; first reads are
+    slower under load). Opening a batch that is not produced yet blocks
+    until it is; a batch past the consumer's end raises FileNotFoundError.
+    A file that is not a tsock batch raises TsockError.
     """
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -73,11 +77,14 @@ def load_batch(path):
             raise TsockError(f"{path}: {size} bytes: not a tsock batch (no safetensors header)")
         # mmap keeps a duplicate of fd: the file stays open, and the batch
         # held, until the mapping is gone.
-        m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        if writable:
+            m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        else:
+            m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
     finally:
         os.close(fd)
     tensors, meta = _parse(path, m, size)
-    return Batch(tensors, meta, path)
+    return Batch(tensors, meta, path, size)
 
 
 def _parse(path, m, size):
@@ -137,7 +144,7 @@ class Consumer:
     at the end of a with block, when collected, or at interpreter exit.
     """
 
-    def __init__(self, mount, name=None, batch_size=None):
+    def __init__(self, mount, name=None, batch_size=None, writable=False):
         self.mount = os.fspath(mount)
         consumers = os.path.join(self.mount, "consumers")
         if not os.path.isfile(os.path.join(self.mount, "status")) or not os.path.isdir(consumers):
@@ -158,7 +165,8 @@ class Consumer:
             except OSError as e:
                 self.close()
                 raise TsockError(f"batch size {batch_size!r} for {self.name}: {e.strerror}") from None
-        self._suffix, self._load = ".safetensors", load_batch
+        self._suffix = ".safetensors"
+        self._load = (lambda path: load_batch(path, writable=True)) if writable else load_batch
         self.epoch = None  # the consumer's epoch of the last batch read
         self.meta = None  # the last batch's metadata
         self._next = 0  # the next batch number to open
@@ -279,7 +287,10 @@ def torch_loader(mount, device="cpu", mean=None, std=None, dtype="float32", name
     (per channel) if given; dtype=None keeps uint8 and skips both. labels
     are int64 tensors on device.
     """
-    return TorchLoader(Consumer(mount, name=name, batch_size=batch_size), device, mean, std, dtype)
+    # uint8 tensors that view the file need a writable (private) mapping:
+    # torch ignores read-only flags, and an in-place op would crash.
+    consumer = Consumer(mount, name=name, batch_size=batch_size, writable=dtype is None)
+    return TorchLoader(consumer, device, mean, std, dtype)
 
 
 class TorchLoader:
@@ -295,6 +306,11 @@ class TorchLoader:
         self.mean = self._channels(mean)
         self.std = self._channels(std)
         self._epochs = consumer.epochs()
+        if self.dtype is not None:
+            # The uint8 view of a read-only mapping is only ever read here.
+            import warnings
+
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
 
     def _channels(self, v):
         if v is None:
