@@ -79,7 +79,7 @@ for run in $(seq "$runs"); do
 
 	# 3. Read GB/s: the mount (batches all produced, in memory) vs the same
 	#    bytes on /dev/shm, one reader and four at once.
-	mount_bg --source "$work/data" --batch-size 64 --epochs 1 --buffer 2GiB
+	mount_bg --source "$work/data" --batch-size 256 --epochs 1 --buffer 2GiB
 	for c in copy r0 r1 r2 r3 r4; do mkdir "$mnt/consumers/$c"; done
 	wait_idle
 	rm -rf /dev/shm/tsock-bench && mkdir /dev/shm/tsock-bench
