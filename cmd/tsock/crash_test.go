@@ -32,17 +32,7 @@ func TestKilledConsumerIsEvicted(t *testing.T) {
 	if err := os.Mkdir(victimDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	victim := exec.Command(os.Args[0], "-test.run=^$")
-	victim.Env = append(os.Environ(), "TSOCK_TEST_VICTIM="+filepath.Join(victimDir, fs.BatchName(0)))
-	out, _ := victim.StdoutPipe()
-	stdin, _ := victim.StdinPipe() // kept open: the victim waits on it
-	defer stdin.Close()
-	if err := victim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(line, "mapped") {
-		t.Fatalf("victim did not map its batch: %q %v", line, err)
-	}
+	victim := startVictim(t, filepath.Join(victimDir, fs.BatchName(0)))
 	survivor, copies := consume(t, d, "survivor")
 	if err := victim.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -73,4 +63,28 @@ func TestKilledConsumerIsEvicted(t *testing.T) {
 		t.Fatalf("rmdir evicted consumer: %v", err)
 	}
 	d.stop(t)
+}
+
+// startVictim starts a process that maps file (its open blocks until the
+// batch exists) and returns once it has: it holds the batch until killed.
+func startVictim(t *testing.T, file string) *exec.Cmd {
+	t.Helper()
+	victim := exec.Command(os.Args[0], "-test.run=^$")
+	victim.Env = append(os.Environ(), "TSOCK_TEST_VICTIM="+file)
+	out, err := victim.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := victim.StdinPipe() // kept open: the victim waits on it
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close() })
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(line, "mapped") {
+		t.Fatalf("victim did not map %s: %q %v", file, line, err)
+	}
+	return victim
 }

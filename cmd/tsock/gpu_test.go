@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -107,10 +106,12 @@ func TestGPUModeWithAFakeLibCUDA(t *testing.T) {
 		img.Dtype != "U8" || len(img.Segments) != 1 || img.Segments[0].Offset != 16*8 || img.Segments[0].Bytes != 8*3*16*16 {
 		t.Fatalf(".cuda of batch 0: %+v", f)
 	}
-	// Reading the .cuda file consumed batch 0, as reading the batch would.
-	if _, err := os.Stat(filepath.Join(dir, fs.BatchName(0))); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("batch 0 after its .cuda file was read and closed: %v", err)
-	}
+	// Reading the .cuda file consumed batch 0, as reading the batch would
+	// (once the kernel's release, sent after close returns, arrives).
+	waitUntil(t, "batch 0 is consumed by its .cuda file's release", func() bool {
+		_, err := os.Stat(filepath.Join(dir, fs.BatchName(0)))
+		return errors.Is(err, os.ErrNotExist)
+	})
 	status, _ := os.ReadFile(filepath.Join(d.dir, "status"))
 	for _, want := range []string{"gpu: " + gputest.FakeUUID(0) + " (Fake GPU 0, cuda:0): ", "gpu memory by consumer: unknown (no NVIDIA driver"} {
 		if !strings.Contains(string(status), want) {
@@ -209,10 +210,10 @@ func TestCUDAFilesPointAtTheBatchBytes(t *testing.T) {
 	if samples["shared"] != 30 || samples["own"] != 30 || samples["own, spanning slabs"] == 0 {
 		t.Fatalf("read %v: want 30 samples each, and some own batches across two slabs", samples)
 	}
-	status, _ := os.ReadFile(filepath.Join(mnt, "status"))
-	if !strings.Contains(string(status), ", 0 holding a batch") {
-		t.Fatalf("slabs still hold batches after everything was read:\n%s", status)
-	}
+	waitUntil(t, "every slab is given back after everything was read", func() bool {
+		status, _ := os.ReadFile(filepath.Join(mnt, "status"))
+		return strings.Contains(string(status), ", 0 holding a batch")
+	})
 }
 
 // cudaSlab is slab id's device address, from the fake IPC handle in
@@ -260,44 +261,43 @@ func TestKilledCUDAHolderGivesItsSlabBack(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	victim := exec.Command(os.Args[0], "-test.run=^$")
-	victim.Env = append(os.Environ(), "TSOCK_TEST_VICTIM="+filepath.Join(dir, fs.CUDAName(0)))
-	out, err := victim.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pr, pw, err := os.Pipe() // the victim waits for its stdin to close: never, until killed
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pw.Close()
-	victim.Stdin = pr
-	if err := victim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line := make([]byte, 64)
-	if n, _ := out.Read(line); !strings.HasPrefix(string(line[:n]), "mapped") {
-		t.Fatalf("victim: %q", line[:n])
-	}
+	victim := startVictim(t, filepath.Join(dir, fs.CUDAName(0)))
 	consumerStatus := func() string {
 		s, _ := os.ReadFile(filepath.Join(dir, "status"))
+		return string(s)
+	}
+	mountStatus := func() string {
+		s, _ := os.ReadFile(filepath.Join(d.dir, "status"))
 		return string(s)
 	}
 	if s := consumerStatus(); !strings.Contains(s, "open batches: 1") {
 		t.Fatalf("the mapped .cuda file does not hold its batch:\n%s", s)
 	}
+	waitUntil(t, "both batches are made", func() bool { return strings.Contains(mountStatus(), "state: idle") })
+	if s := mountStatus(); !strings.Contains(s, ", 2 holding a batch") {
+		t.Fatalf("two batches made, but not two slabs in use:\n%s", s)
+	}
 	victim.Process.Kill()
 	victim.Wait()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(consumerStatus(), "batches read: 1\n") {
-		if time.Now().After(deadline) {
-			t.Fatalf("batch 0 not released 20s after its holder was killed:\n%s", consumerStatus())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	status, _ := os.ReadFile(filepath.Join(d.dir, "status"))
-	if !strings.Contains(string(status), ", 1 holding a batch") {
+	waitUntil(t, "the killed holder's batch is released", func() bool {
+		return strings.Contains(consumerStatus(), "batches read: 1\n")
+	})
+	status := mountStatus()
+	if !strings.Contains(status, ", 1 holding a batch") {
 		t.Fatalf("batch 0's slab not given back (batch 1 alone should hold one):\n%s", status)
 	}
 	d.stop(t)
+}
+
+// waitUntil polls cond until it holds, failing the test after 20s: for
+// states another process brings about, with no event to wait on.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 20s until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

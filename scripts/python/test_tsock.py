@@ -333,7 +333,9 @@ class GPUTest(unittest.TestCase):
                 # A producer batch: labels at the slab's start, images after labels and indices.
                 self.assertIn(lab["data"][0], slab_at.values())
                 self.assertEqual(img["data"][0], lab["data"][0] + 16 * n)
-                self.assertEqual(c.status()["open batches"], "1", "the batch is not held while its tensors live")
+                # Held while its tensors live (the previous one's release may
+                # still be on its way: the kernel sends it after close).
+                self.assertNotEqual(c.status()["open batches"], "0", "the batch is not held while its tensors live")
                 samples += n
                 del b, img, lab
         self.assertEqual(samples, 45)
