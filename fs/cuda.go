@@ -23,9 +23,7 @@ type CUDAFiles interface {
 // cudaInoBase keeps CUDA control file inodes clear of the others.
 const cudaInoBase = 1 << 61
 
-func cudaIno(consumer int, local uint64) uint64 {
-	return cudaInoBase | uint64(consumer)<<36 | local&(1<<36-1)
-}
+func cudaIno(consumer int, local uint64) uint64 { return consumerIno(cudaInoBase, consumer, local) }
 
 // cudaFile is consumers/NAME/NNNNNN.cuda: where the batch's tensors lie on
 // the GPU. Opening it holds the batch exactly as opening the .safetensors

@@ -16,7 +16,13 @@ const rebatchedInoBase = 1 << 62
 
 // rebatchedIno is unique per consumer and batch number.
 func rebatchedIno(consumer int, local uint64) uint64 {
-	return rebatchedInoBase | uint64(consumer)<<36 | local&(1<<36-1)
+	return consumerIno(rebatchedInoBase, consumer, local)
+}
+
+// consumerIno numbers a file that belongs to one consumer's batch: the
+// kind's base, the consumer's id, the batch number.
+func consumerIno(base uint64, consumer int, local uint64) uint64 {
+	return base | uint64(consumer)<<36 | local&(1<<36-1)
 }
 
 // rebatchedFile is one consumer's batch that is not one producer batch as
