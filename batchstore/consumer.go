@@ -116,6 +116,10 @@ func (s *Store) Join(name string) error {
 
 // place decides where c starts. Callers hold s.mu.
 func (s *Store) place(c *consumer) {
+	if s.cfg.Unordered {
+		s.placeUnordered(c)
+		return
+	}
 	e := max(s.planned, 0)
 	m := s.epochs[e]
 	if s.cfg.JoinAtEpoch && m != nil && m.outputSoFar > 0 {
@@ -147,6 +151,38 @@ func (s *Store) place(c *consumer) {
 	default: // nothing of epoch e held: start with the next batch
 		s.placeSplit(c, e, m.outputSoFar, s.lastEndPos(e), s.samples)
 	}
+}
+
+// placeUnordered starts c at the oldest held batch: with no order to
+// stitch, its first epoch is what is left of that producer epoch.
+// Callers hold s.mu.
+func (s *Store) placeUnordered(c *consumer) {
+	e := s.currentEpoch()
+	if s.cfg.JoinAtEpoch && s.epochs[e] != nil && s.epochs[e].outputSoFar > 0 {
+		s.placeAligned(c, e+1)
+		return
+	}
+	if seqs := s.heldSeqs(); len(seqs) > 0 {
+		b := s.held[seqs[0]]
+		c.joinEpoch, c.splitID = b.info.Epoch, 0
+		c.start, c.startKnown = b.first, true
+		return
+	}
+	if m := s.epochs[e]; m != nil && m.ended {
+		e++
+	}
+	c.joinEpoch, c.splitID = e, 0
+	c.start, c.startKnown = s.samples, true
+}
+
+// currentEpoch is the newest producer epoch that has a mark. Callers
+// hold s.mu.
+func (s *Store) currentEpoch() int {
+	e := 0
+	for k := range s.epochs {
+		e = max(e, k)
+	}
+	return e
 }
 
 // oldestHeldEpochStart is the oldest epoch whose first batch, and every
@@ -226,7 +262,7 @@ func (s *Store) SetBatchSize(name string, n int) error {
 	}
 	// The producer batches a consumer batch spans must be held together.
 	spans := (n+s.cfg.BatchSize-1)/s.cfg.BatchSize + 1
-	if n < 1 || int64(spans)*s.cfg.SizeOf(s.cfg.BatchSize) > s.cfg.Limit {
+	if n < 1 || int64(n) > s.cfg.Limit || int64(spans)*s.fullBatchBytes() > s.cfg.Limit {
 		return fmt.Errorf("batch size %d for %s: must be at least 1 and fit %d producer batches in the buffer: %w",
 			n, name, spans, ErrBadBatchSize)
 	}

@@ -133,7 +133,9 @@ func (s *Store) consume(c *consumer, j uint64) {
 	c.progress = time.Now()
 	c.batchesRead++
 	c.samplesRead += cb.end - cb.start
-	c.bytesRead += s.cfg.SizeOf(int(cb.end - cb.start))
+	if pieces, _, err := s.pieces(cb); err == nil {
+		c.bytesRead += s.cfg.Measure(pieces)
+	}
 	c.lastEpoch = cb.epoch
 	c.done[j] = struct{}{}
 	for {

@@ -11,6 +11,9 @@ type Piece struct {
 	Seq      uint64 // the producer batch
 	From, To int    // sample offsets within it
 	Total    int    // samples in that producer batch
+	// Blob is the producer batch's bytes: its format's header may be read
+	// at any time, its data only under a lease.
+	Blob Blob
 }
 
 // Ref identifies one batch as one consumer sees it.
@@ -168,17 +171,9 @@ func (s *Store) isDone(c *consumer, j uint64) bool {
 // ref describes c's batch j. Callers hold s.mu.
 func (s *Store) ref(c *consumer, j uint64, cb cbatch) (Ref, error) {
 	ref := Ref{Consumer: c.id, Local: j, Epoch: cb.epoch, Index: cb.index, Samples: int(cb.end - cb.start)}
-	for x := cb.start; x < cb.end; {
-		b := s.batchAt(x)
-		if b == nil {
-			return Ref{}, fmt.Errorf("sample %d no longer held: %w", x, ErrNotFound)
-		}
-		to := min(cb.end, b.end())
-		ref.Pieces = append(ref.Pieces, Piece{Seq: b.seq, From: int(x - b.first), To: int(to - b.first), Total: b.info.Samples})
-		if b.at.After(ref.Time) {
-			ref.Time = b.at
-		}
-		x = to
+	var err error
+	if ref.Pieces, ref.Time, err = s.pieces(cb); err != nil {
+		return Ref{}, err
 	}
 	if len(ref.Pieces) == 1 {
 		p, b := ref.Pieces[0], s.held[ref.Pieces[0].Seq]
@@ -187,8 +182,28 @@ func (s *Store) ref(c *consumer, j uint64, cb cbatch) (Ref, error) {
 			return ref, nil
 		}
 	}
-	ref.Size = s.cfg.SizeOf(ref.Samples)
+	ref.Size = s.cfg.Measure(ref.Pieces)
 	return ref, nil
+}
+
+// pieces are the runs of producer batches that make cb up, and when the
+// newest of them was published. Callers hold s.mu.
+func (s *Store) pieces(cb cbatch) ([]Piece, time.Time, error) {
+	var pieces []Piece
+	var newest time.Time
+	for x := cb.start; x < cb.end; {
+		b := s.batchAt(x)
+		if b == nil {
+			return nil, newest, fmt.Errorf("sample %d no longer held: %w", x, ErrNotFound)
+		}
+		to := min(cb.end, b.end())
+		pieces = append(pieces, Piece{Seq: b.seq, From: int(x - b.first), To: int(to - b.first), Total: b.info.Samples, Blob: b.blob})
+		if b.at.After(newest) {
+			newest = b.at
+		}
+		x = to
+	}
+	return pieces, newest, nil
 }
 
 // waitFor is wait with the consumer's waiting state and time kept.

@@ -100,6 +100,7 @@ func (r *Reservation) Publish(blob Blob, info Info) (uint64, error) {
 	s.used += blob.Size()
 	s.stats.published++
 	s.stats.publishedBytes += blob.Size()
+	s.stats.largest = max(s.stats.largest, blob.Size())
 	s.stats.lastPublish = time.Now()
 	s.broadcast()
 	return b.seq, nil
@@ -190,28 +191,7 @@ func (s *Store) WaitNeed(ctx context.Context, e, pos int) error {
 // needed: epochs before Config.Epochs are made for whoever joins; later
 // ones only as far as a late joiner's last epoch reaches. Callers hold s.mu.
 func (s *Store) needed(e, pos int) bool {
-	if s.cfg.Epochs == 0 || e < s.cfg.Epochs {
-		return true
-	}
-	for _, c := range s.consumers {
-		if !c.active() {
-			continue
-		}
-		last := c.joinEpoch + s.cfg.Epochs // the producer epoch its last epoch ends in
-		if e < last {
-			return true
-		}
-		if e == last && c.splitID != 0 {
-			// Up to the boundary, rounded up to a whole producer batch:
-			// the batch that holds the boundary must be completed.
-			bpos, planned := s.epochs[e].boundaryOf(c.splitID)
-			b := s.cfg.BatchSize
-			if !planned || pos < (bpos+b-1)/b*b {
-				return true
-			}
-		}
-	}
-	return false
+	return pos < s.needBound(e, pos+1)
 }
 
 func (m *epochMark) boundaryOf(id int) (int, bool) {

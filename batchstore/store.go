@@ -44,8 +44,17 @@ type Config struct {
 	// JoinAtEpoch makes consumers wait for the next producer epoch
 	// instead of joining mid-epoch (--join epoch).
 	JoinAtEpoch bool
-	// SizeOf is the size of a batch file of n samples.
+	// SizeOf is the size of a batch file of n samples, where the format
+	// fixes it (the built-in producer's). Nil when it depends on the
+	// samples (ingest): then Measure must be set.
 	SizeOf func(n int) int64
+	// Measure is the size of a consumer's file cut from pieces; by
+	// default SizeOf of their samples.
+	Measure func(pieces []Piece) int64
+	// Unordered: the producer owns the order (ingest without --samples).
+	// A consumer joins at the oldest held batch and its epochs end where
+	// the producer's do; nothing is stitched.
+	Unordered bool
 }
 
 // Store is the bounded buffer. The zero value is not usable; call New.
@@ -72,6 +81,7 @@ type Store struct {
 type storeStats struct {
 	published, freed       uint64
 	publishedBytes         int64
+	largest                int64 // the largest batch published
 	producerWaits          uint64
 	producerWaiting        bool
 	producerIdle           bool // no consumer needs more samples
@@ -105,8 +115,18 @@ func New(cfg Config) *Store {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 1
 	}
-	if cfg.SizeOf == nil {
+	if cfg.SizeOf == nil && cfg.Measure == nil {
 		cfg.SizeOf = func(n int) int64 { return int64(n) }
+	}
+	if cfg.Measure == nil {
+		sizeOf := cfg.SizeOf
+		cfg.Measure = func(pieces []Piece) int64 {
+			n := 0
+			for _, p := range pieces {
+				n += p.To - p.From
+			}
+			return sizeOf(n)
+		}
 	}
 	return &Store{
 		cfg:       cfg,
@@ -122,6 +142,16 @@ func New(cfg Config) *Store {
 
 // Limit is the buffer size in bytes.
 func (s *Store) Limit() int64 { return s.cfg.Limit }
+
+// fullBatchBytes is the size of one full producer batch: what the format
+// says, or the largest published so far. Callers hold s.mu.
+func (s *Store) fullBatchBytes() int64 {
+	n := s.stats.largest
+	if s.cfg.SizeOf != nil {
+		n = max(n, s.cfg.SizeOf(s.cfg.BatchSize))
+	}
+	return n
+}
 
 // broadcast wakes every waiter; callers hold s.mu.
 func (s *Store) broadcast() {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
-	"github.com/tsock/tsock/gpu"
+	"github.com/tsock/tsock/producer/batchfile"
 )
 
 // building is the batch being filled.
@@ -120,14 +120,12 @@ func (a *assembler) publish(ctx context.Context, last bool) error {
 	meta := batchMeta{epoch: b.epoch, index: b.index, seq: a.published,
 		imageSize: a.p.cfg.ImageSize, layout: a.p.cfg.Layout, transform: a.p.cfg.Transform}
 	var blob batchstore.Blob = b.file
-	hdr, err := b.layout.header(meta)
+	h, hdr, err := b.layout.header(meta)
 	if err == nil {
 		copy(data, hdr)
-		if pool := a.p.cfg.GPU; pool != nil {
-			var slab *gpu.Slab
-			if slab, err = pool.Upload(ctx, data[DataStart:]); err == nil {
-				blob = &deviceBlob{File: b.file, pool: pool, slab: slab}
-			}
+		var fb *batchfile.Blob
+		if fb, err = batchfile.NewBlob(ctx, b.file, h, a.p.cfg.GPU, data[DataStart:]); err == nil {
+			blob = fb
 		}
 	}
 	if err == nil {

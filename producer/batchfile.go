@@ -1,15 +1,16 @@
 package producer
 
 import (
-	"encoding/binary"
 	"fmt"
-	"strings"
+	"strconv"
+
+	"github.com/tsock/tsock/producer/batchfile"
 )
 
 // DataStart is where a batch file's tensor data begins: the safetensors
 // JSON header is padded with spaces so that the data is page aligned and
 // np.memmap / mmap give aligned zero-copy tensors.
-const DataStart = 4096
+const DataStart = batchfile.PageSize
 
 // batchLayout is where each tensor of a B-sample batch lies in the file.
 // labels and indices come first so that they are 8-byte aligned whatever
@@ -39,34 +40,33 @@ type batchMeta struct {
 	imageSize    int
 	layout       Layout
 	transform    Transform
-	consumer     string // set in a consumer's re-batched file
 }
 
-// header renders the 8-byte length and the padded JSON header.
-func (l batchLayout) header(m batchMeta) ([]byte, error) {
-	S, B := m.imageSize, l.samples
-	shape := fmt.Sprintf("[%d,3,%d,%d]", B, S, S)
+// header is the batch's parsed form and its encoding: the 8-byte length
+// and the JSON padded to DataStart.
+func (l batchLayout) header(m batchMeta) (*batchfile.Header, []byte, error) {
+	S, B := int64(m.imageSize), int64(l.samples)
+	shape := []int64{B, 3, S, S}
 	if m.layout == NHWC {
-		shape = fmt.Sprintf("[%d,%d,%d,3]", B, S, S)
+		shape = []int64{B, S, S, 3}
 	}
-	lab, idx, img := l.labelsAt()-DataStart, l.indicesAt()-DataStart, l.imagesAt()-DataStart
-	who := ""
-	if m.consumer != "" {
-		who = fmt.Sprintf(`"consumer":%q,`, m.consumer)
+	rel := func(at int) int64 { return int64(at - DataStart) }
+	h := &batchfile.Header{
+		Meta: map[string]string{
+			"format": "tsock", "epoch": strconv.Itoa(m.epoch), "batch": strconv.Itoa(m.index),
+			"seq": strconv.FormatUint(m.seq, 10), "samples": strconv.Itoa(l.samples),
+			"image_size": strconv.Itoa(m.imageSize), "layout": string(m.layout), "transform": string(m.transform),
+		},
+		Tensors: []batchfile.Tensor{
+			{Name: "labels", Dtype: "I64", Shape: []int64{B}, Begin: rel(l.labelsAt()), End: rel(l.indicesAt())},
+			{Name: "indices", Dtype: "I64", Shape: []int64{B}, Begin: rel(l.indicesAt()), End: rel(l.imagesAt())},
+			{Name: "images", Dtype: "U8", Shape: shape, Begin: rel(l.imagesAt()), End: rel(l.size)},
+		},
+		Samples: l.samples,
 	}
-	js := fmt.Sprintf(`{"__metadata__":{%s"format":"tsock","epoch":"%d","batch":"%d","seq":"%d",`+
-		`"samples":"%d","image_size":"%d","layout":"%s","transform":"%s"},`+
-		`"labels":{"dtype":"I64","shape":[%d],"data_offsets":[%d,%d]},`+
-		`"indices":{"dtype":"I64","shape":[%d],"data_offsets":[%d,%d]},`+
-		`"images":{"dtype":"U8","shape":%s,"data_offsets":[%d,%d]}}`,
-		who, m.epoch, m.index, m.seq, B, S, m.layout, m.transform,
-		B, lab, idx, B, idx, img, shape, img, img+B*l.sampleBytes)
-	n := DataStart - 8
-	if len(js) > n {
-		return nil, fmt.Errorf("batch header of %d bytes does not fit in %d", len(js), n)
+	enc := h.Encode(batchfile.PageSize)
+	if h.DataStart != DataStart {
+		return nil, nil, fmt.Errorf("batch header of %d bytes does not fit in %d", len(enc), DataStart)
 	}
-	out := make([]byte, DataStart)
-	binary.LittleEndian.PutUint64(out, uint64(n))
-	copy(out[8:], js+strings.Repeat(" ", n-len(js)))
-	return out, nil
+	return h, enc, nil
 }

@@ -2,9 +2,10 @@ package producer
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/tsock/tsock/producer/batchfile"
 )
 
 // Batch is a parsed batch file; its slices alias the bytes parsed.
@@ -16,55 +17,33 @@ type Batch struct {
 	Images       []byte // Samples × 3·S·S, in the file's layout
 	Shape        []int  // of the images tensor
 	Layout       Layout
+	Meta         map[string]string
 }
 
 // Samples is the number of samples in the batch.
 func (b *Batch) Samples() int { return len(b.Labels) }
 
-type tensorHeader struct {
-	Dtype   string   `json:"dtype"`
-	Shape   []int    `json:"shape"`
-	Offsets [2]int64 `json:"data_offsets"`
-}
-
-// ParseBatch reads a tsock batch file, checking the structure it relies
-// on: the header length, the three tensors and their dtypes, and offsets
-// inside the file.
+// ParseBatch reads a batch file of the built-in pipeline's form: a valid
+// batch with labels and indices (I64) and images (U8, 4 dimensions).
 func ParseBatch(data []byte) (*Batch, error) {
-	if len(data) < 8 {
-		return nil, fmt.Errorf("batch of %d bytes: too short for a safetensors header", len(data))
+	h, err := batchfile.ParseBytes(data)
+	if err != nil {
+		return nil, err
 	}
-	n := binary.LittleEndian.Uint64(data)
-	if n > uint64(len(data)-8) {
-		return nil, fmt.Errorf("header length %d runs past the %d-byte file", n, len(data))
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data[8:8+n], &raw); err != nil {
-		return nil, fmt.Errorf("header: %w", err)
-	}
-	var meta map[string]string
-	if err := json.Unmarshal(raw["__metadata__"], &meta); err != nil {
-		return nil, fmt.Errorf("header metadata: %w", err)
-	}
-	b := &Batch{Layout: Layout(meta["layout"])}
-	var err error
-	if b.Epoch, err = strconv.Atoi(meta["epoch"]); err != nil {
+	b := &Batch{Layout: Layout(h.Meta["layout"]), Meta: h.Meta}
+	if b.Epoch, err = strconv.Atoi(h.Meta["epoch"]); err != nil {
 		return nil, fmt.Errorf("metadata epoch: %w", err)
 	}
-	if b.Index, err = strconv.Atoi(meta["batch"]); err != nil {
+	if b.Index, err = strconv.Atoi(h.Meta["batch"]); err != nil {
 		return nil, fmt.Errorf("metadata batch: %w", err)
 	}
-	b.Seq, _ = strconv.ParseUint(meta["seq"], 10, 64)
-	body := data[8+n:]
-	tensor := func(name, dtype string) ([]byte, []int, error) {
-		var th tensorHeader
-		if err := json.Unmarshal(raw[name], &th); err != nil {
-			return nil, nil, fmt.Errorf("tensor %s: %w", name, err)
+	b.Seq, _ = strconv.ParseUint(h.Meta["seq"], 10, 64)
+	tensor := func(name, dtype string) ([]byte, *batchfile.Tensor, error) {
+		t := h.Tensor(name)
+		if t == nil || t.Dtype != dtype {
+			return nil, nil, fmt.Errorf("no %s tensor %s", dtype, name)
 		}
-		if th.Dtype != dtype || th.Offsets[0] < 0 || th.Offsets[0] > th.Offsets[1] || th.Offsets[1] > int64(len(body)) {
-			return nil, nil, fmt.Errorf("tensor %s: dtype %s offsets %v in %d bytes", name, th.Dtype, th.Offsets, len(body))
-		}
-		return body[th.Offsets[0]:th.Offsets[1]], th.Shape, nil
+		return data[h.DataStart+t.Begin : h.DataStart+t.End], t, nil
 	}
 	labels, _, err := tensor("labels", "I64")
 	if err != nil {
@@ -74,13 +53,18 @@ func ParseBatch(data []byte) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	if b.Images, b.Shape, err = tensor("images", "U8"); err != nil {
+	images, it, err := tensor("images", "U8")
+	if err != nil {
 		return nil, err
 	}
-	b.Labels, b.Indices = int64s(labels), int64s(indices)
-	if len(b.Labels) != len(b.Indices) || len(b.Shape) != 4 || b.Shape[0] != len(b.Labels) {
-		return nil, fmt.Errorf("tensors disagree: %d labels, %d indices, images %v", len(b.Labels), len(b.Indices), b.Shape)
+	if len(it.Shape) != 4 {
+		return nil, fmt.Errorf("images of shape %v: want 4 dimensions", it.Shape)
 	}
+	b.Images = images
+	for _, d := range it.Shape {
+		b.Shape = append(b.Shape, int(d))
+	}
+	b.Labels, b.Indices = int64s(labels), int64s(indices)
 	return b, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/tsock/tsock/gpu"
 	"github.com/tsock/tsock/gpu/gputest"
 	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/batchfile"
 )
 
 type cudaJSON struct {
@@ -21,7 +22,8 @@ type cudaJSON struct {
 	Epoch   int    `json:"epoch"`
 	Batch   int    `json:"batch"`
 	Samples int    `json:"samples"`
-	Tensors map[string]struct {
+	Tensors []struct {
+		Name     string `json:"name"`
 		Dtype    string `json:"dtype"`
 		Shape    []int  `json:"shape"`
 		Segments []struct {
@@ -57,8 +59,7 @@ func TestBatchesGoToTheGPUWhereCUDAFilesSay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := producer.NewCUDAFiles(cfg, pool)
-	composer := producer.NewComposer(cfg)
+	files := producer.NewCUDAFiles(pool)
 	for name, size := range map[string]int{"same": 4, "own": 3} {
 		if err := store.Join(name); err != nil {
 			t.Fatal(err)
@@ -87,7 +88,7 @@ func TestBatchesGoToTheGPUWhereCUDAFilesSay(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if err := checkOnGPU(d, pool, files, composer, store, name, ref); err != nil {
+				if err := checkOnGPU(d, pool, files, store, name, ref); err != nil {
 					t.Errorf("%s/%d: %v", name, local, err)
 					return
 				}
@@ -116,7 +117,7 @@ func TestBatchesGoToTheGPUWhereCUDAFilesSay(t *testing.T) {
 
 // checkOnGPU leases name's batch ref and compares its .cuda segments'
 // device bytes with its file's tensors.
-func checkOnGPU(d *gputest.Driver, pool *gpu.Pool, files producer.CUDAFiles, composer producer.Composer,
+func checkOnGPU(d *gputest.Driver, pool *gpu.Pool, files batchfile.CUDAFiles,
 	store *batchstore.Store, name string, ref batchstore.Ref) error {
 	lease, err := store.OpenBatch(name, ref.Local)
 	if err != nil {
@@ -138,7 +139,7 @@ func checkOnGPU(d *gputest.Driver, pool *gpu.Pool, files producer.CUDAFiles, com
 	if err := json.Unmarshal(body, &cf); err != nil {
 		return err
 	}
-	comp, err := composer.Compose(ref, lease.Blobs(), name)
+	comp, err := batchfile.Compose(ref, lease.Blobs(), name)
 	if err != nil {
 		return err
 	}
@@ -153,17 +154,22 @@ func checkOnGPU(d *gputest.Driver, pool *gpu.Pool, files producer.CUDAFiles, com
 	if cf.Device != gputest.FakeUUID(0) || cf.Samples != ref.Samples || cf.Epoch != b.Epoch || cf.Batch != b.Index {
 		return errorf("header %+v for a batch of %d samples, epoch %d, index %d", cf, ref.Samples, b.Epoch, b.Index)
 	}
-	for tensor, want := range map[string][]byte{"labels": int64Bytes(b.Labels), "indices": int64Bytes(b.Indices), "images": b.Images} {
+	want := map[string][]byte{"labels": int64Bytes(b.Labels), "indices": int64Bytes(b.Indices), "images": b.Images}
+	if len(cf.Tensors) != len(want) {
+		return errorf("%d tensors in the .cuda file, want %d", len(cf.Tensors), len(want))
+	}
+	for _, ct := range cf.Tensors {
+		tensor := ct.Name
 		var got []byte
-		for _, s := range cf.Tensors[tensor].Segments {
+		for _, s := range ct.Segments {
 			part := make([]byte, s.Bytes)
 			if err := d.CopyToHost(part, pool.Slabs()[s.Slab].Ptr+uint64(s.Offset)); err != nil {
 				return err
 			}
 			got = append(got, part...)
 		}
-		if string(got) != string(want) {
-			return errorf("%s on the GPU differ from the file (%d segments)", tensor, len(cf.Tensors[tensor].Segments))
+		if string(got) != string(want[tensor]) {
+			return errorf("%s on the GPU differ from the file (%d segments)", tensor, len(ct.Segments))
 		}
 	}
 	return nil

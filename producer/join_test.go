@@ -14,6 +14,7 @@ import (
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/batchfile"
 	"github.com/tsock/tsock/producer/producertest"
 )
 
@@ -61,7 +62,6 @@ func joinSchedule(t *testing.T, seed uint64) (stitched, rebatched, direct int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	composer := producer.NewComposer(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -79,7 +79,7 @@ func joinSchedule(t *testing.T, seed uint64) (stitched, rebatched, direct int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			j.err = j.run(ctx, store, composer, batchstore.CallerID(i+1))
+			j.err = j.run(ctx, store, batchstore.CallerID(i+1))
 		}()
 	}
 	wg.Wait()
@@ -107,7 +107,7 @@ func joinSchedule(t *testing.T, seed uint64) (stitched, rebatched, direct int) {
 }
 
 // run joins once enough is published and reads every batch it gets.
-func (j *joiner) run(ctx context.Context, s *batchstore.Store, comp producer.Composer, caller batchstore.CallerID) error {
+func (j *joiner) run(ctx context.Context, s *batchstore.Store, caller batchstore.CallerID) error {
 	for s.Snapshot().SamplesPublished < j.after {
 		if s.Snapshot().ProducerIdle { // nothing more will come: join now
 			break
@@ -123,14 +123,14 @@ func (j *joiner) run(ctx context.Context, s *batchstore.Store, comp producer.Com
 	}
 	cs, _ := s.ConsumerSnapshot(j.name)
 	j.stitched = cs.Stitched
-	if err := readAll(ctx, s, comp, j, 0, caller); err != nil {
+	if err := readAll(ctx, s, j, 0, caller); err != nil {
 		return err
 	}
 	return s.Leave(j.name)
 }
 
 // readRef reads one batch as the file system serves it.
-func readRef(s *batchstore.Store, comp producer.Composer, name string, ref batchstore.Ref, caller batchstore.CallerID) (*producer.Batch, error) {
+func readRef(s *batchstore.Store, name string, ref batchstore.Ref, caller batchstore.CallerID) (*producer.Batch, error) {
 	var l *batchstore.Lease
 	var err error
 	var data interface {
@@ -144,7 +144,7 @@ func readRef(s *batchstore.Store, comp producer.Composer, name string, ref batch
 	} else {
 		l, err = s.OpenBatch(name, ref.Local)
 		if err == nil {
-			data, err = comp.Compose(ref, l.Blobs(), name)
+			data, err = batchfile.Compose(ref, l.Blobs(), name)
 		}
 	}
 	if err != nil {
@@ -178,7 +178,6 @@ func TestJoinAtEpochWaitsForTheNextEpoch(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	comp := producer.NewComposer(cfg)
 	first := &joiner{name: "first", batchSize: 4}
 	if err := store.Join("first"); err != nil {
 		t.Fatal(err)
@@ -188,7 +187,7 @@ func TestJoinAtEpochWaitsForTheNextEpoch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := readRef(store, comp, "first", ref, 1)
+		b, err := readRef(store, "first", ref, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,8 +202,8 @@ func TestJoinAtEpochWaitsForTheNextEpoch(t *testing.T) {
 	}
 	late := &joiner{name: "aligned", batchSize: 4, after: 0}
 	errs := make(chan error, 2)
-	go func() { errs <- readAll(ctx, store, comp, first, 2, 1) }()
-	go func() { errs <- readAll(ctx, store, comp, late, 0, 2) }()
+	go func() { errs <- readAll(ctx, store, first, 2, 1) }()
+	go func() { errs <- readAll(ctx, store, late, 0, 2) }()
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
@@ -227,7 +226,7 @@ func TestJoinAtEpochWaitsForTheNextEpoch(t *testing.T) {
 }
 
 // readAll reads j's batches from number from on until the end.
-func readAll(ctx context.Context, s *batchstore.Store, comp producer.Composer, j *joiner, from uint64, caller batchstore.CallerID) error {
+func readAll(ctx context.Context, s *batchstore.Store, j *joiner, from uint64, caller batchstore.CallerID) error {
 	for local := from; ; local++ {
 		ref, err := s.Lookup(ctx, j.name, local, caller)
 		if errors.Is(err, batchstore.ErrNotFound) {
@@ -236,7 +235,7 @@ func readAll(ctx context.Context, s *batchstore.Store, comp producer.Composer, j
 		if err != nil {
 			return err
 		}
-		b, err := readRef(s, comp, j.name, ref, caller)
+		b, err := readRef(s, j.name, ref, caller)
 		if err != nil {
 			return err
 		}

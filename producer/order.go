@@ -2,7 +2,8 @@ package producer
 
 import (
 	"math/rand/v2"
-	"sort"
+
+	"github.com/tsock/tsock/batchstore"
 )
 
 // plan fixes epoch e's order in the store, atomically with joins, and
@@ -31,34 +32,12 @@ func (p *Producer) orderWithSplits(e int, prev []int, splits map[int]int) ([]int
 			prev[i] = i
 		}
 	}
-	cuts := []int{0, len(prev)}
-	for _, pos := range splits {
-		cuts = append(cuts, min(max(pos, 0), len(prev)))
-	}
-	sort.Ints(cuts)
-	order := make([]int, 0, len(prev))
-	outAt := map[int]int{}
-	for k := 0; k+1 < len(cuts); k++ {
-		if cuts[k] == cuts[k+1] {
-			continue
-		}
-		outAt[cuts[k]] = len(order)
-		start := len(order)
-		for _, idx := range prev[cuts[k]:cuts[k+1]] {
-			if !p.stats.isBad(idx) {
-				order = append(order, idx)
-			}
-		}
-		if p.cfg.Transform == Train {
-			seg := order[start:]
+	var shuffle func(int, []int)
+	if p.cfg.Transform == Train {
+		shuffle = func(k int, seg []int) {
 			rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(e)<<24^uint64(k)^0x5368756666))
 			rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })
 		}
 	}
-	outAt[len(prev)] = len(order)
-	out := make(map[int]int, len(splits))
-	for id, pos := range splits {
-		out[id] = outAt[min(max(pos, 0), len(prev))]
-	}
-	return order, out
+	return batchstore.StitchOrder(prev, splits, func(idx int) bool { return !p.stats.isBad(idx) }, shuffle)
 }

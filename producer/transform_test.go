@@ -114,7 +114,7 @@ func TestResizeDownAveragesAndUpInterpolates(t *testing.T) {
 
 func TestHeaderIsSafetensors(t *testing.T) {
 	l := newBatchLayout(5, 7)
-	hdr, err := l.header(batchMeta{epoch: 2, index: 3, seq: 9, imageSize: 7, layout: NHWC, transform: Train})
+	_, hdr, err := l.header(batchMeta{epoch: 2, index: 3, seq: 9, imageSize: 7, layout: NHWC, transform: Train})
 	if err != nil {
 		t.Fatal(err)
 	}

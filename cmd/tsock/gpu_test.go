@@ -27,11 +27,24 @@ import (
 type cudaFile struct {
 	Format, Device, Consumer string
 	Epoch, Batch, Samples    int
-	Tensors                  map[string]struct {
-		Dtype    string
-		Shape    []int
-		Segments []struct{ Slab, Offset, Bytes int64 }
+	Tensors                  []cudaTensor
+}
+
+type cudaTensor struct {
+	Name     string
+	Dtype    string
+	Shape    []int
+	Segments []struct{ Slab, Offset, Bytes int64 }
+}
+
+// tensor is the named tensor's entry (empty if absent).
+func (f cudaFile) tensor(name string) cudaTensor {
+	for _, t := range f.Tensors {
+		if t.Name == name {
+			return t
+		}
 	}
+	return cudaTensor{}
 }
 
 func readCUDA(t *testing.T, path string) cudaFile {
@@ -101,8 +114,8 @@ func TestGPUModeWithAFakeLibCUDA(t *testing.T) {
 	}
 	f := readCUDA(t, filepath.Join(dir, fs.CUDAName(0)))
 	held.Close()
-	img := f.Tensors["images"]
-	if f.Format != "tsock-cuda-1" || f.Device != gputest.FakeUUID(0) || f.Samples != 8 || f.Consumer != "trial" ||
+	img := f.tensor("images")
+	if f.Format != "tsock-cuda-2" || f.Device != gputest.FakeUUID(0) || f.Samples != 8 || f.Consumer != "trial" ||
 		img.Dtype != "U8" || len(img.Segments) != 1 || img.Segments[0].Offset != 16*8 || img.Segments[0].Bytes != 8*3*16*16 {
 		t.Fatalf(".cuda of batch 0: %+v", f)
 	}
@@ -189,7 +202,7 @@ func TestCUDAFilesPointAtTheBatchBytes(t *testing.T) {
 			}
 			for tensor, want := range map[string][]byte{"labels": labels, "images": b.Images} {
 				var got []byte
-				for _, s := range f.Tensors[tensor].Segments {
+				for _, s := range f.tensor(tensor).Segments {
 					part := make([]byte, s.Bytes)
 					if err := drv.CopyToHost(part, cudaSlab(t, mnt, int(s.Slab))+uint64(s.Offset)); err != nil {
 						t.Fatal(err)
@@ -200,7 +213,7 @@ func TestCUDAFilesPointAtTheBatchBytes(t *testing.T) {
 					t.Fatalf("%s/%d: %s on the GPU differ from the batch file", name, i, tensor)
 				}
 			}
-			if name == "own" && len(f.Tensors["images"].Segments) > 1 {
+			if name == "own" && len(f.tensor("images").Segments) > 1 {
 				samples["own, spanning slabs"]++
 			}
 			samples[name] += b.Samples()

@@ -17,6 +17,7 @@ import (
 	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/gpu"
 	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/batchfile"
 )
 
 // mountCommand is "tsock mount": it serves until a signal or umount.
@@ -235,11 +236,11 @@ func (c *mountCommand) setUp() error {
 	defer probe.Free()
 	c.rate = newRateMeter(c.store)
 	opts := fs.Options{
-		Status: c.status, Metrics: c.metrics, Compose: compose(producer.NewComposer(c.cfg)), Passthrough: c.passthrough == "auto",
+		Status: c.status, Metrics: c.metrics, Compose: compose, Passthrough: c.passthrough == "auto",
 		Backing: c.alloc.Describe(), ProbeFd: probe.Fd(), Debug: c.debug,
 	}
 	if c.gpu != nil {
-		opts.CUDA, opts.GPU = producer.NewCUDAFiles(c.cfg, c.gpu.pool), c.gpu.files()
+		opts.CUDA, opts.GPU = producer.NewCUDAFiles(c.gpu.pool), c.gpu.files()
 	}
 	c.mounted, err = fs.Mount(c.mountpoint, c.store, opts)
 	return err
@@ -282,9 +283,7 @@ func (c *mountCommand) Close() error {
 	return errors.Join(errs...)
 }
 
-// compose adapts the producer's format to the file system's re-batched files.
-func compose(c producer.Composer) fs.Composer {
-	return func(ref batchstore.Ref, blobs map[uint64]batchstore.Blob, consumer string) (fs.BatchData, error) {
-		return c.Compose(ref, blobs, consumer)
-	}
+// compose adapts the batch format's re-batching to the file system's.
+func compose(ref batchstore.Ref, blobs map[uint64]batchstore.Blob, consumer string) (fs.BatchData, error) {
+	return batchfile.Compose(ref, blobs, consumer)
 }

@@ -444,8 +444,11 @@ def cuda_batches(mount, name=None, batch_size=None, open_handle=None, concat=Non
         if state["open"] is None:
             state["open"] = _cupy_opener(desc["device"])
         tensors = {}
-        for tname, t in desc["tensors"].items():
-            typestr = TYPESTR[t["dtype"]]
+        for t in desc["tensors"]:
+            tname, typestr = t["name"], TYPESTR[t["dtype"]]
+            if "values" in t:  # ragged offsets, made anew for this batch
+                tensors[tname] = np.asarray(t["values"], np.int64)
+                continue
             parts = []
             for seg in t["segments"]:
                 handle = slabs[seg["slab"]]
@@ -458,7 +461,7 @@ def cuda_batches(mount, name=None, batch_size=None, open_handle=None, concat=Non
                 tensors[tname] = parts[0]
             else:
                 tensors[tname] = state["concat"](parts, t["shape"], typestr)
-        meta = {"epoch": desc["epoch"], "batch": desc["batch"], "device": desc["device"]}
+        meta = dict(desc.get("metadata") or {}, epoch=desc["epoch"], batch=desc["batch"], device=desc["device"])
         return Batch(tensors, meta, path)
 
     c._suffix, c._load = ".cuda", load
