@@ -24,4 +24,11 @@ var (
 	ErrBadBatchSize = errors.New("invalid batch size")
 	// ErrBadName: a consumer name that is not allowed.
 	ErrBadName = errors.New("invalid consumer name")
+	// ErrBadBatch: an ingested batch, or a control-file value, that is
+	// refused (the message says what was wrong).
+	ErrBadBatch = errors.New("invalid batch")
+	// ErrPublished: an ingested batch number that is already published.
+	ErrPublished = errors.New("batch already published")
+	// ErrWriting: another writer has the next ingested batch open.
+	ErrWriting = errors.New("batch being written by another writer")
 )

@@ -50,6 +50,9 @@ func (s *Store) Reserve(ctx context.Context, size int64) (*Reservation, error) {
 	return &Reservation{s: s, size: size}, nil
 }
 
+// Size is the room reserved, bytes.
+func (r *Reservation) Size() int64 { return r.size }
+
 // Cancel gives the room back; a no-op after Publish or Cancel.
 func (r *Reservation) Cancel() {
 	s := r.s

@@ -135,6 +135,8 @@ type dataPath struct {
 	// Re-batched files (a consumer's own batch size or stitched epochs)
 	// are assembled by the daemon from several producer batches.
 	rebatchedBytes atomic.Uint64
+	// Writes into ingest/ that came to the daemon (passthrough off).
+	daemonWrites atomic.Uint64
 }
 
 func (p *dataPath) passthrough() bool { return p.wanted }

@@ -19,15 +19,16 @@ func errno(err error) syscall.Errno {
 		return 0
 	case errors.Is(err, batchstore.ErrNotFound), errors.Is(err, batchstore.ErrNoConsumer):
 		return syscall.ENOENT
-	case errors.Is(err, batchstore.ErrExists):
+	case errors.Is(err, batchstore.ErrExists), errors.Is(err, batchstore.ErrPublished):
 		return syscall.EEXIST
 	case errors.Is(err, batchstore.ErrInterrupted):
 		return syscall.EINTR
 	case errors.Is(err, batchstore.ErrEvicted):
 		return syscall.EIO // the consumer's status says why
-	case errors.Is(err, batchstore.ErrBusy):
+	case errors.Is(err, batchstore.ErrBusy), errors.Is(err, batchstore.ErrWriting):
 		return syscall.EBUSY
-	case errors.Is(err, batchstore.ErrBadName), errors.Is(err, batchstore.ErrBadBatchSize), errors.Is(err, errBadValue):
+	case errors.Is(err, batchstore.ErrBadName), errors.Is(err, batchstore.ErrBadBatchSize), errors.Is(err, errBadValue),
+		errors.Is(err, batchstore.ErrBadBatch):
 		return syscall.EINVAL
 	case errors.Is(err, batchstore.ErrClosed):
 		return syscall.ESHUTDOWN

@@ -38,6 +38,8 @@ type Options struct {
 	CUDA CUDAFiles
 	// GPU are the files of MOUNTPOINT/gpu/ (name → content), if any.
 	GPU map[string]func() ([]byte, error)
+	// Ingest, if set, serves MOUNTPOINT/ingest/ (--ingest).
+	Ingest Ingest
 	// Debug logs every FUSE request.
 	Debug bool
 }
@@ -118,6 +120,18 @@ func (m *Mounted) SharedPath() string {
 		return fmt.Sprintf("passthrough from %s (reads and mmaps never enter the daemon)", p.backing)
 	}
 	return fmt.Sprintf("daemon reads (1 MiB requests, keep-cache) from %s; passthrough off: %s", p.backing, p.reason)
+}
+
+// IngestPath says how writes into ingest/ are served.
+func (m *Mounted) IngestPath() string {
+	p := m.fs.path
+	if p.wanted {
+		if n := p.daemonWrites.Load(); n > 0 {
+			return fmt.Sprintf("passthrough into %s, but %d writes came to the daemon", p.backing, n)
+		}
+		return fmt.Sprintf("passthrough into %s (writes never enter the daemon)", p.backing)
+	}
+	return fmt.Sprintf("daemon writes into %s (%d so far); passthrough off: %s", p.backing, p.daemonWrites.Load(), p.reason)
 }
 
 // Passthrough reports whether opens are served by passthrough.

@@ -28,6 +28,10 @@ func (r *root) OnAdd(ctx context.Context) {
 		gpu := &filesDir{files: r.fs.opts.GPU}
 		r.AddChild("gpu", r.NewPersistentInode(ctx, gpu, fusefs.StableAttr{Mode: syscall.S_IFDIR}), false)
 	}
+	if r.fs.opts.Ingest != nil {
+		ingest := &ingestDir{fs: r.fs, writes: &r.fs.path.daemonWrites}
+		r.AddChild("ingest", r.NewPersistentInode(ctx, ingest, fusefs.StableAttr{Mode: syscall.S_IFDIR}), false)
+	}
 	consumers := &consumersDir{fs: r.fs}
 	r.AddChild("consumers", r.NewPersistentInode(ctx, consumers, fusefs.StableAttr{Mode: syscall.S_IFDIR}), false)
 }

@@ -59,15 +59,9 @@ func (a *Allocator) Create(size int64) (*File, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("create %d-byte file: size must be positive", size)
 	}
-	var fd int
-	var err error
-	if a.kind == Tmpfs {
-		fd, err = unix.Open(a.dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o400)
-	} else {
-		fd, err = unix.MemfdCreate("tsock-batch", unix.MFD_CLOEXEC)
-	}
+	fd, err := a.open()
 	if err != nil {
-		return nil, fmt.Errorf("create %s file: %w", a.kind, err)
+		return nil, err
 	}
 	if err := unix.Ftruncate(fd, size); err != nil {
 		unix.Close(fd)
@@ -79,6 +73,34 @@ func (a *Allocator) Create(size int64) (*File, error) {
 		return nil, fmt.Errorf("map %d-byte %s file: %w", size, a.kind, err)
 	}
 	return &File{fd: fd, data: data, size: size}, nil
+}
+
+// CreateEmpty returns a new empty file that someone else will write
+// through its descriptor (an ingested batch). It is not mapped; Stat
+// learns its size once it is written.
+func (a *Allocator) CreateEmpty() (*File, error) {
+	fd, err := a.open()
+	if err != nil {
+		return nil, err
+	}
+	return &File{fd: fd}, nil
+}
+
+// open makes a new file of the allocator's backing, read-write: the
+// kernel reuses the first passthrough fd of an inode for every later
+// open of it, readers' included.
+func (a *Allocator) open() (int, error) {
+	var fd int
+	var err error
+	if a.kind == Tmpfs {
+		fd, err = unix.Open(a.dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	} else {
+		fd, err = unix.MemfdCreate("tsock-batch", unix.MFD_CLOEXEC)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("create %s file: %w", a.kind, err)
+	}
+	return fd, nil
 }
 
 // Close unmounts the tmpfs, if any. Files still open keep their memory
@@ -112,6 +134,64 @@ func (f *File) Size() int64 { return f.size }
 
 // Fd is the file's descriptor, for passthrough.
 func (f *File) Fd() int { return f.fd }
+
+// Stat learns the file's size from the kernel (after outside writes).
+func (f *File) Stat() (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(f.fd, &st); err != nil {
+		return 0, fmt.Errorf("stat batch file: %w", err)
+	}
+	f.size = st.Size
+	return st.Size, nil
+}
+
+// SetSize sets the file's length, growing or cutting it (an ingested
+// batch being written or laid out again).
+func (f *File) SetSize(n int64) error {
+	if n < 0 {
+		return fmt.Errorf("size batch file to %d: negative", n)
+	}
+	if err := unix.Ftruncate(f.fd, n); err != nil {
+		return fmt.Errorf("size batch file to %d: %w", n, err)
+	}
+	f.size = n
+	return nil
+}
+
+// WriteAt writes into the file, for daemon-served writes.
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	n, err := unix.Pwrite(f.fd, p, off)
+	if err != nil {
+		return n, fmt.Errorf("write batch file at %d: %w", off, err)
+	}
+	return n, nil
+}
+
+// MapRead maps the whole file read-only, for a copy (to a GPU); unmap
+// ends the mapping.
+func (f *File) MapRead() (data []byte, unmap func(), err error) {
+	data, err = unix.Mmap(f.fd, 0, int(f.size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, fmt.Errorf("map %d-byte batch file: %w", f.size, err)
+	}
+	return data, func() { unix.Munmap(data) }, nil
+}
+
+// MoveData moves the n bytes at from to to (a header that grew), growing
+// the file to hold them.
+func (f *File) MoveData(from, to, n int64) error {
+	if to+n > f.size {
+		if err := f.SetSize(to + n); err != nil {
+			return err
+		}
+	}
+	data, err := unix.Mmap(f.fd, 0, int(f.size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("map %d-byte batch file: %w", f.size, err)
+	}
+	copy(data[to:to+n], data[from:from+n])
+	return unix.Munmap(data)
+}
 
 // Truncate shortens the file to n bytes (a batch that came out short).
 func (f *File) Truncate(n int64) error {

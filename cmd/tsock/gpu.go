@@ -43,11 +43,18 @@ func (c *mountCommand) setUpGPU(hostBuffer int64) error {
 	if c.gpuBuffer != "" {
 		size, _ = parseSize("gpu-buffer", c.gpuBuffer)
 	}
-	if c.gpu.pool, err = gpu.NewPool(drv, size, c.cfg.BatchBytes()-producer.DataStart); err != nil {
+	slab := c.cfg.BatchBytes() - producer.DataStart
+	if c.ingestMode { // batch sizes are the producer's business
+		slab = size / 8
+		if c.gpuSlab != "" {
+			slab, _ = parseSize("gpu-slab", c.gpuSlab)
+		}
+	}
+	if c.gpu.pool, err = gpu.NewPool(drv, size, slab); err != nil {
 		return fmt.Errorf("--device %s: %w", c.device, err)
 	}
 	c.gpu.monitor = gpu.NewMonitor(gpu.NewNVML())
-	c.cfg.GPU = c.gpu.pool
+	c.cfg.GPU, c.ingestCfg.GPU = c.gpu.pool, c.gpu.pool
 	return nil
 }
 

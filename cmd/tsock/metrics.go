@@ -9,7 +9,6 @@ import (
 // numbers of status, one series per consumer, for tools to scrape.
 func (c *mountCommand) metrics() ([]byte, error) {
 	snap := c.store.Snapshot()
-	ps := c.producer.Stats().Snapshot()
 	var b strings.Builder
 	gauge := func(name, help string, v float64) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", name, help, name, name, v)
@@ -23,7 +22,16 @@ func (c *mountCommand) metrics() ([]byte, error) {
 	counter("tsock_batches_published_total", "Batches published.", float64(snap.Published))
 	counter("tsock_samples_published_total", "Samples published.", float64(snap.SamplesPublished))
 	counter("tsock_producer_wait_seconds_total", "Time the producer waited for room in the buffer.", snap.ProducerWait.Seconds())
-	gauge("tsock_producer_epoch", "Producer epoch being made.", float64(ps.Epoch))
+	epoch, skipped := 0, 0
+	if c.ingest != nil {
+		st := c.ingest.Snapshot()
+		epoch, skipped = st.Epoch, st.Skipped
+		counter("tsock_ingest_refused_total", "Ingested batches refused at close.", float64(st.Refused))
+	} else {
+		ps := c.producer.Stats().Snapshot()
+		epoch, skipped = ps.Epoch, ps.Skipped
+	}
+	gauge("tsock_producer_epoch", "Producer epoch being made.", float64(epoch))
 	if c.cache != nil {
 		cs := c.cache.Stats()
 		gauge("tsock_cache_bytes", "Encoded files held by the raw cache (--cache).", float64(cs.Used))
@@ -35,7 +43,7 @@ func (c *mountCommand) metrics() ([]byte, error) {
 		gauge("tsock_gpu_slabs_in_use", "GPU slabs holding a batch.", float64(c.gpu.pool.InUse()))
 		gauge("tsock_gpu_slab_bytes", "Size of one GPU slab.", float64(c.gpu.pool.Slabs()[0].Size))
 	}
-	gauge("tsock_skipped_inputs", "Distinct inputs skipped as unreadable or corrupt.", float64(ps.Skipped))
+	gauge("tsock_skipped_inputs", "Distinct inputs skipped as unreadable or corrupt.", float64(skipped))
 	perConsumer := []struct {
 		name, kind, help string
 		value            func(i int) float64

@@ -18,6 +18,7 @@ import (
 	"github.com/tsock/tsock/gpu"
 	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/batchfile"
+	"github.com/tsock/tsock/producer/ingest"
 )
 
 // mountCommand is "tsock mount": it serves until a signal or umount.
@@ -37,10 +38,15 @@ type mountCommand struct {
 	eviction    batchstore.Eviction
 	join        string
 	cfg         producer.Config
+	ingestMode  bool
+	ingestCfg   ingest.Config
+	order       string
+	gpuSlab     string
 
 	store    *batchstore.Store
 	alloc    *memfile.Allocator
-	producer *producer.Producer
+	producer *producer.Producer // nil with --ingest
+	ingest   *ingest.Ingest     // nil without --ingest
 	cache    *producer.Cache // nil without --cache
 	gpu      *gpuMode        // nil without --device
 	mounted  *fs.Mounted
@@ -48,9 +54,11 @@ type mountCommand struct {
 }
 
 func (c *mountCommand) Usage() string {
-	return flagUsage("usage: tsock mount MOUNTPOINT --source DIR|synthetic:N [flags]\n\n"+
-		"Serves preprocessed batches: mkdir MOUNTPOINT/consumers/NAME, then read\n"+
-		"MOUNTPOINT/consumers/NAME/000000.safetensors, 000001.safetensors, ...", c.flags)
+	return flagUsage("usage: tsock mount MOUNTPOINT --source DIR|synthetic:N [flags]\n"+
+		"       tsock mount MOUNTPOINT --ingest [--samples N] [flags]\n\n"+
+		"Serves batches: mkdir MOUNTPOINT/consumers/NAME, then read\n"+
+		"MOUNTPOINT/consumers/NAME/000000.safetensors, 000001.safetensors, ...\n"+
+		"With --ingest, any program publishes them by writing MOUNTPOINT/ingest/NNNNNN.safetensors.", c.flags)
 }
 
 func (c *mountCommand) Parse(args []string) error {
@@ -58,6 +66,9 @@ func (c *mountCommand) Parse(args []string) error {
 	c.flags = f
 	var layout, transform, straggler, join string
 	f.StringVar(&c.source, "source", "", "image folder in ImageFolder form, or synthetic:N")
+	f.BoolVar(&c.ingestMode, "ingest", false, "batches come from outside: producers write them into MOUNTPOINT/ingest/")
+	f.IntVar(&c.ingestCfg.Samples, "samples", 0, "with --ingest: dataset size N; tsock owns the order (ingest/order) and every epoch is exact")
+	f.StringVar(&c.order, "order", "shuffle", "with --ingest --samples: shuffle (each epoch, from --seed) or sequential")
 	f.IntVar(&c.cfg.BatchSize, "batch-size", 256, "samples per batch")
 	f.IntVar(&c.cfg.ImageSize, "image-size", 224, "side of the square output images, pixels")
 	f.IntVar(&c.cfg.Epochs, "epochs", 1, "epochs to produce; 0 means forever")
@@ -76,6 +87,7 @@ func (c *mountCommand) Parse(args []string) error {
 	f.StringVar(&c.passthrough, "passthrough", "auto", "serve reads by FUSE passthrough: auto or off")
 	f.StringVar(&c.device, "device", "", "GPU to copy every batch to once, for CUDA IPC: cuda:N or GPU-<uuid>")
 	f.StringVar(&c.gpuBuffer, "gpu-buffer", "", "GPU memory for batches (with --device); default: --buffer")
+	f.StringVar(&c.gpuSlab, "gpu-slab", "", "with --ingest --device: GPU memory per batch; default: --gpu-buffer/8")
 	f.BoolVar(&c.debug, "debug", false, "log every FUSE request")
 	if err := parseFlags(f, args); err != nil {
 		return err
@@ -84,8 +96,8 @@ func (c *mountCommand) Parse(args []string) error {
 		return usagef("mount takes one MOUNTPOINT, got %d arguments", f.NArg())
 	}
 	c.mountpoint = f.Arg(0)
-	if c.source == "" {
-		return usagef("--source is required")
+	if err := c.checkMode(f); err != nil {
+		return err
 	}
 	c.cfg.Layout, c.cfg.Transform = producer.Layout(layout), producer.Transform(transform)
 	c.eviction.Straggler = batchstore.Straggler(straggler)
@@ -93,6 +105,49 @@ func (c *mountCommand) Parse(args []string) error {
 	if err := c.validate(); err != nil {
 		return usageError{err}
 	}
+	return nil
+}
+
+// builtInFlags only make sense with the built-in pipeline (--source).
+var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache"}
+
+// checkMode checks that exactly one of --source and --ingest is given,
+// with only the flags that mode uses.
+func (c *mountCommand) checkMode(f *pflag.FlagSet) error {
+	switch {
+	case c.source == "" && !c.ingestMode:
+		return usagef("--source DIR or --ingest is required")
+	case c.source != "" && c.ingestMode:
+		return usagef("--source and --ingest: give one")
+	case !c.ingestMode:
+		for _, name := range []string{"samples", "order", "gpu-slab"} {
+			if f.Changed(name) {
+				return usagef("--%s is for --ingest", name)
+			}
+		}
+		return nil
+	}
+	for _, name := range builtInFlags {
+		if f.Changed(name) {
+			return usagef("--%s is for the built-in pipeline (--source), not --ingest", name)
+		}
+	}
+	switch {
+	case c.ingestCfg.Samples < 0 || c.ingestCfg.Samples > 1<<40:
+		return usagef("--samples %d: must be 0 (unordered) to 2^40", c.ingestCfg.Samples)
+	case c.order != "shuffle" && c.order != "sequential":
+		return usagef("--order %q: want shuffle or sequential", c.order)
+	case f.Changed("order") && c.ingestCfg.Samples == 0:
+		return usagef("--order needs --samples (ordered mode)")
+	case c.gpuSlab != "" && c.device == "":
+		return usagef("--gpu-slab %s: needs --device", c.gpuSlab)
+	}
+	if c.gpuSlab != "" {
+		if _, err := parseSize("gpu-slab", c.gpuSlab); err != nil {
+			return err
+		}
+	}
+	c.ingestCfg.Shuffle = c.order == "shuffle"
 	return nil
 }
 
@@ -160,12 +215,18 @@ func (c *mountCommand) Run(ctx context.Context) error {
 	if err := c.setUp(); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "tsock: mounted %s: %s, %d samples in %d classes; %s\n", c.mounted.Dir,
-		c.cfg.Source.Describe(), c.cfg.Source.Len(), len(c.cfg.Source.Classes()), c.mounted.SharedPath())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	produced := make(chan error, 1)
-	go func() { produced <- c.producer.Run(ctx) }()
+	if c.ingest != nil {
+		fmt.Fprintf(c.stdout, "tsock: mounted %s: %s; producers write %s/ingest/; %s\n", c.mounted.Dir,
+			c.ingestDescription(), c.mounted.Dir, c.mounted.SharedPath())
+		go func() { <-ctx.Done(); produced <- nil }()
+	} else {
+		fmt.Fprintf(c.stdout, "tsock: mounted %s: %s, %d samples in %d classes; %s\n", c.mounted.Dir,
+			c.cfg.Source.Describe(), c.cfg.Source.Len(), len(c.cfg.Source.Classes()), c.mounted.SharedPath())
+		go func() { produced <- c.producer.Run(ctx) }()
+	}
 	go c.rate.run(ctx)
 	go c.store.Watch(ctx, c.eviction)
 	unmounted := make(chan struct{})
@@ -204,6 +265,9 @@ func (c *mountCommand) Run(ctx context.Context) error {
 // setUp opens the source and wires store, storage, producer and mount.
 func (c *mountCommand) setUp() error {
 	limit, _ := parseSize("buffer", c.buffer)
+	if c.ingestMode {
+		return c.setUpIngest(limit)
+	}
 	src, err := producer.Open(c.source)
 	if err != nil {
 		return err
@@ -229,6 +293,29 @@ func (c *mountCommand) setUp() error {
 		return err
 	}
 	c.cfg = c.producer.Config()
+	return c.mount(nil)
+}
+
+// setUpIngest wires store, storage and mount for outside producers.
+func (c *mountCommand) setUpIngest(limit int64) error {
+	c.store = batchstore.New(batchstore.Config{
+		Limit: limit, BatchSize: c.cfg.BatchSize, Epochs: c.cfg.Epochs, Samples: c.ingestCfg.Samples,
+		Measure: batchfile.Measure, Unordered: c.ingestCfg.Samples == 0, JoinAtEpoch: c.join == "epoch",
+	})
+	var err error
+	if err = c.setUpGPU(limit); err != nil {
+		return err
+	}
+	if c.alloc, err = newAllocator(c.storage); err != nil {
+		return err
+	}
+	c.ingestCfg.Seed = c.cfg.Seed
+	c.ingest = ingest.New(c.ingestCfg, c.store, c.alloc)
+	return c.mount(ingestFiles{c})
+}
+
+// mount serves the store at the mountpoint.
+func (c *mountCommand) mount(in fs.Ingest) error {
 	probe, err := c.alloc.Create(4096)
 	if err != nil {
 		return err
@@ -237,7 +324,7 @@ func (c *mountCommand) setUp() error {
 	c.rate = newRateMeter(c.store)
 	opts := fs.Options{
 		Status: c.status, Metrics: c.metrics, Compose: compose, Passthrough: c.passthrough == "auto",
-		Backing: c.alloc.Describe(), ProbeFd: probe.Fd(), Debug: c.debug,
+		Backing: c.alloc.Describe(), ProbeFd: probe.Fd(), Debug: c.debug, Ingest: in,
 	}
 	if c.gpu != nil {
 		opts.CUDA, opts.GPU = producer.NewCUDAFiles(c.gpu.pool), c.gpu.files()

@@ -15,24 +15,15 @@ import (
 // status renders MOUNTPOINT/status: one "key: value" per line.
 func (c *mountCommand) status() ([]byte, error) {
 	snap := c.store.Snapshot()
-	ps := c.producer.Stats().Snapshot()
-	cfg := c.cfg
 	var b strings.Builder
-	fmt.Fprintf(&b, "source: %s\n", cfg.Source.Describe())
-	fmt.Fprintf(&b, "samples: %d\n", cfg.Source.Len())
-	fmt.Fprintf(&b, "classes: %d\n", len(cfg.Source.Classes()))
-	fmt.Fprintf(&b, "transform: %s, %dx%d %s, batch size %d, seed %d, %d workers\n",
-		cfg.Transform, cfg.ImageSize, cfg.ImageSize, cfg.Layout, cfg.BatchSize, cfg.Seed, cfg.Workers)
-	fmt.Fprintf(&b, "decoder: %s\n", c.producer.Decoder())
-	epochs := "forever"
-	if cfg.Epochs > 0 {
-		epochs = fmt.Sprint(cfg.Epochs)
+	if c.ingest != nil {
+		c.ingestStatus(&b, snap)
+	} else {
+		c.producerStatus(&b, snap)
 	}
-	fmt.Fprintf(&b, "epoch: %d of %s (%d of %d samples)\n", ps.Epoch, epochs, ps.EpochDone, ps.EpochLen)
-	fmt.Fprintf(&b, "state: %s\n", producerState(snap, ps.Failure))
 	recent, overall := c.rate.rates()
 	fmt.Fprintf(&b, "produced: %d batches, %d samples\n", snap.Published, snap.SamplesPublished)
-	fmt.Fprintf(&b, "produce rate: %.0f images/s (last 10s), %.0f images/s (overall)\n", recent, overall)
+	fmt.Fprintf(&b, "produce rate: %.0f samples/s (last 10s), %.0f samples/s (overall)\n", recent, overall)
 	fmt.Fprintf(&b, "producer waited for room: %s\n", snap.ProducerWait.Round(time.Millisecond))
 	fmt.Fprintf(&b, "buffer: %s used of %s (%d batches held, %s being written)\n",
 		humanize.IBytes(uint64(snap.Used)), humanize.IBytes(uint64(snap.Limit)), snap.Held, humanize.IBytes(uint64(snap.Reserved)))
@@ -45,9 +36,12 @@ func (c *mountCommand) status() ([]byte, error) {
 		fmt.Fprintf(&b, "raw cache: %s of %s, %d files; hit rate %.0f%% (%d hits, %d misses)\n",
 			humanize.IBytes(uint64(cs.Used)), humanize.IBytes(uint64(cs.Limit)), cs.Files, 100*cs.HitRate(), cs.Hits, cs.Misses)
 	}
-	fmt.Fprintf(&b, "skipped inputs: %d\n", ps.Skipped)
-	for _, s := range ps.RecentSkips {
-		fmt.Fprintf(&b, "  skipped: %s\n", s)
+	if c.ingest == nil {
+		ps := c.producer.Stats().Snapshot()
+		fmt.Fprintf(&b, "skipped inputs: %d\n", ps.Skipped)
+		for _, s := range ps.RecentSkips {
+			fmt.Fprintf(&b, "  skipped: %s\n", s)
+		}
 	}
 	if snap.FreeErrors > 0 {
 		fmt.Fprintf(&b, "free errors: %d (last: %s)\n", snap.FreeErrors, snap.LastFreeError)
@@ -57,6 +51,47 @@ func (c *mountCommand) status() ([]byte, error) {
 		fmt.Fprintf(&b, "  %s\n", cs.Line())
 	}
 	return []byte(b.String()), nil
+}
+
+// ingestStatus is the head of status with --ingest.
+func (c *mountCommand) ingestStatus(b *strings.Builder, snap batchstore.Snapshot) {
+	st := c.ingest.Snapshot()
+	fmt.Fprintf(b, "source: %s\n", c.ingestDescription())
+	epochs := "forever"
+	if c.cfg.Epochs > 0 {
+		epochs = fmt.Sprint(c.cfg.Epochs)
+	}
+	fmt.Fprintf(b, "batch size: %d (consumers' default)\n", c.cfg.BatchSize)
+	fmt.Fprintf(b, "epoch: %d of %s (%d samples of it published)\n", st.Epoch, epochs, st.Position)
+	state := producerState(snap, "")
+	if st.Writing == "" && state == "producing" {
+		state = "waiting for a producer to write ingest/" + fmt.Sprintf("%06d.safetensors", c.ingest.Next())
+	}
+	fmt.Fprintf(b, "state: %s\n", state)
+	last := "never"
+	if !st.LastWrite.IsZero() {
+		last = time.Since(st.LastWrite).Round(time.Second).String() + " ago"
+	}
+	fmt.Fprintf(b, "ingest: next %06d, %d refused, %d samples skipped, last write %s; %s\n",
+		c.ingest.Next(), st.Refused, st.Skipped, last, c.mounted.IngestPath())
+}
+
+// producerStatus is the head of status with the built-in pipeline.
+func (c *mountCommand) producerStatus(b *strings.Builder, snap batchstore.Snapshot) {
+	ps := c.producer.Stats().Snapshot()
+	cfg := c.cfg
+	fmt.Fprintf(b, "source: %s\n", cfg.Source.Describe())
+	fmt.Fprintf(b, "samples: %d\n", cfg.Source.Len())
+	fmt.Fprintf(b, "classes: %d\n", len(cfg.Source.Classes()))
+	fmt.Fprintf(b, "transform: %s, %dx%d %s, batch size %d, seed %d, %d workers\n",
+		cfg.Transform, cfg.ImageSize, cfg.ImageSize, cfg.Layout, cfg.BatchSize, cfg.Seed, cfg.Workers)
+	fmt.Fprintf(b, "decoder: %s\n", c.producer.Decoder())
+	epochs := "forever"
+	if cfg.Epochs > 0 {
+		epochs = fmt.Sprint(cfg.Epochs)
+	}
+	fmt.Fprintf(b, "epoch: %d of %s (%d of %d samples)\n", ps.Epoch, epochs, ps.EpochDone, ps.EpochLen)
+	fmt.Fprintf(b, "state: %s\n", producerState(snap, ps.Failure))
 }
 
 func producerState(snap batchstore.Snapshot, failure string) string {

@@ -49,7 +49,7 @@ func cut(parts []Part, meta map[string]string, dataStart int64) (*Composite, err
 		t.End = at
 		out.Tensors = append(out.Tensors, t.Tensor)
 	}
-	c := &Composite{header: out.encode(PageSize, dataStart)}
+	c := &Composite{header: out.EncodeAtLeast(PageSize, dataStart)}
 	pos := out.DataStart
 	add := func(e extent) {
 		if e.n > 0 {

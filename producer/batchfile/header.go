@@ -325,10 +325,10 @@ func (h *Header) readOffsets(r io.ReaderAt) error {
 // Encode renders the 8-byte length and the JSON header, padded with
 // spaces so that the data starts at a multiple of align. It sets
 // h.DataStart.
-func (h *Header) Encode(align int64) []byte { return h.encode(align, 0) }
+func (h *Header) Encode(align int64) []byte { return h.EncodeAtLeast(align, 0) }
 
-// encode is Encode with the data starting at atLeast or later.
-func (h *Header) encode(align, atLeast int64) []byte {
+// EncodeAtLeast is Encode with the data starting at atLeast or later.
+func (h *Header) EncodeAtLeast(align, atLeast int64) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"__metadata__":{`)
 	keys := make([]string, 0, len(h.Meta))

@@ -34,11 +34,17 @@ import weakref
 
 import numpy as np
 
-__all__ = ["Batch", "Consumer", "TsockError", "cuda_batches", "load_batch", "torch_loader"]
+__all__ = ["Batch", "Consumer", "Producer", "Ragged", "TsockError", "cuda_batches", "load_batch", "serve",
+           "serve_iterable", "torch_loader"]
 
-DTYPES = {"U8": np.uint8, "I8": np.int8, "I32": np.int32, "I64": np.int64, "F16": np.float16, "F32": np.float32}
-TENSORS = ("images", "labels", "indices")
+# safetensors dtypes as numpy reads them. numpy has no bfloat16: BF16
+# arrives as its uint16 bits (torch_loader makes torch.bfloat16 of them).
+DTYPES = {"U8": np.uint8, "I8": np.int8, "I16": np.int16, "I32": np.int32, "I64": np.int64, "BOOL": np.bool_,
+          "F16": np.float16, "F32": np.float32, "F64": np.float64, "BF16": np.uint16}
+NAMES = {np.dtype(v): k for k, v in DTYPES.items() if k != "BF16"}
 HEADER_LIMIT = 1 << 20
+PAGE = 4096
+STRUCTURE = "tsock.structure"  # metadata key: how a published batch was shaped
 
 
 class TsockError(Exception):
@@ -49,16 +55,59 @@ class Batch(dict):
     """One batch: a dict of numpy arrays, with the file's metadata.
 
     epoch is the consumer's own epoch, index the batch's number in it;
-    size is the file's length.
+    size is the file's length. A ragged tensor x (with x.offsets) is a
+    Ragged. value is the batch in the structure its producer published
+    (a dict, or a tuple), without tsock's own "indices" if it added them.
     """
 
     def __init__(self, tensors, meta, path, size=0):
-        super().__init__(tensors)
+        super().__init__(_join_ragged(tensors))
         self.meta = meta
         self.path = path
         self.size = size
         self.epoch = int(meta.get("epoch", 0))
         self.index = int(meta.get("batch", 0))
+        self.dtypes = meta.pop("_dtypes", {})
+
+    @property
+    def value(self):
+        shape = self.meta.get(STRUCTURE)
+        if shape is None:
+            return self
+        shape = json.loads(shape)
+        if shape["kind"] == "tuple":
+            return tuple(self[str(i)] for i in range(shape["len"]))
+        return {k: self[k] for k in shape["keys"]}
+
+
+class Ragged:
+    """A tensor whose samples vary in length: sample i is
+    values[offsets[i]:offsets[i+1]] (zero copy)."""
+
+    def __init__(self, values, offsets):
+        self.values, self.offsets = values, offsets
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i):
+        return self.values[self.offsets[i] : self.offsets[i + 1]]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self):
+        return f"tsock.Ragged({len(self)} samples, {len(self.values)} values of {self.values.dtype})"
+
+
+def _join_ragged(tensors):
+    out = {}
+    for name, t in tensors.items():
+        if name.endswith(".offsets") and name[: -len(".offsets")] in tensors:
+            continue
+        off = tensors.get(name + ".offsets")
+        out[name] = Ragged(t, off) if off is not None else t
+    return out
 
 
 def load_batch(path, writable=False):
@@ -99,10 +148,10 @@ def _parse(path, m, size):
     if not isinstance(header, dict):
         raise TsockError(f"{path}: header is not a JSON object: not a tsock batch")
     meta = header.pop("__metadata__", None) or {}
-    missing = [t for t in TENSORS if t not in header]
-    if missing:
-        raise TsockError(f"{path}: no tensor {', '.join(missing)}: not a tsock batch")
+    if not header:
+        raise TsockError(f"{path}: no tensors: not a tsock batch")
     tensors = {}
+    meta["_dtypes"] = {name: t.get("dtype") for name, t in header.items() if isinstance(t, dict)}
     for name, t in header.items():
         try:
             dtype = np.dtype(DTYPES[t["dtype"]])
@@ -227,7 +276,7 @@ class Consumer:
     def __iter__(self):
         """Every batch of every epoch, in order."""
         while (b := self._take()) is not None:
-            yield b
+            yield b.value
             b = None  # hold no batch while opening the next: the buffer may have room for one
 
     def epochs(self):
@@ -262,7 +311,7 @@ class _Epoch:
     def __next__(self):
         if self._first is not None:
             b, self._first = self._first, None
-            return b
+            return b.value
         if self._over:
             raise StopIteration
         b = self.consumer._take()
@@ -270,7 +319,7 @@ class _Epoch:
             self.consumer._pending = b
             self._over = True
             raise StopIteration
-        return b
+        return b.value
 
     def drain(self):
         for _ in self:
@@ -328,7 +377,10 @@ class TorchLoader:
             yield self.convert(batch)
 
     def convert(self, batch):
-        """(images, labels) tensors of one batch."""
+        """(images, labels) tensors of one batch of tsock's own pipeline;
+        any other batch in the structure it was published in."""
+        if not isinstance(batch, Batch) or STRUCTURE in batch.meta or "images" not in batch:
+            return self._structure(batch)
         torch = self.torch
         images = torch.from_numpy(batch["images"])
         if batch.meta.get("layout") == "nhwc":
@@ -343,8 +395,217 @@ class TorchLoader:
         labels = torch.from_numpy(batch["labels"]).to(self.device, non_blocking=True)
         return images, labels
 
+    def _structure(self, value):
+        """The same dict or tuple, of torch tensors on the device."""
+        dtypes = getattr(value, "dtypes", {})
+        if isinstance(value, tuple):
+            return tuple(self._tensor(v, dtypes.get(str(i))) for i, v in enumerate(value))
+        return {k: self._tensor(v, dtypes.get(k)) for k, v in value.items()}
+
+    def _tensor(self, a, dtype):
+        torch = self.torch
+        if isinstance(a, Ragged):
+            return Ragged(self._tensor(a.values, dtype), self._tensor(a.offsets, None))
+        t = torch.from_numpy(a)
+        if dtype == "BF16":
+            t = t.view(torch.bfloat16)
+        return t.to(self.device, non_blocking=True)
+
     def close(self):
         self.consumer.close()
+
+
+# --- Producers: any pipeline publishes through tsock (tsock mount --ingest) --
+
+
+def _flatten(batch):
+    """Named tensors (numpy, C-contiguous) and the structure of a batch:
+    a dict, or a tuple/list, of numpy arrays or torch tensors; a list of
+    arrays in a dict or a tuple element is ragged (x and x.offsets)."""
+    if isinstance(batch, dict):
+        kind, items = {"kind": "dict", "keys": list(batch)}, list(batch.items())
+    elif isinstance(batch, (tuple, list)):
+        kind, items = {"kind": "tuple", "len": len(batch)}, [(str(i), v) for i, v in enumerate(batch)]
+    else:
+        raise TsockError(f"publish: a batch is a dict or a tuple of arrays, not {type(batch).__name__}")
+    tensors = []
+    for name, v in items:
+        if isinstance(v, (list, tuple)):
+            parts = [_array(x)[0] for x in v]
+            offsets = np.zeros(len(parts) + 1, np.int64)
+            offsets[1:] = np.cumsum([len(x) for x in parts])
+            values = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+            tensors += [(name, values, NAMES.get(values.dtype)), (name + ".offsets", offsets, "I64")]
+        else:
+            a, dtype = _array(v)
+            tensors.append((name, a, dtype))
+    return tensors, kind
+
+
+def _array(v):
+    """A C-contiguous numpy view of v (no copy for CPU tensors) and its
+    safetensors dtype."""
+    dtype = None
+    if type(v).__module__.startswith("torch"):
+        import torch
+
+        if v.dtype == torch.bfloat16:
+            v, dtype = v.view(torch.int16), "BF16"
+        v = v.detach().cpu().contiguous().numpy()
+    a = np.ascontiguousarray(v)
+    if a.ndim == 0:
+        a = a.reshape(1)
+    dtype = dtype or NAMES.get(a.dtype)
+    if dtype is None:
+        raise TsockError(f"publish: dtype {a.dtype} has no safetensors equivalent tsock accepts")
+    return a, dtype
+
+
+class Producer:
+    """Publishes batches into a mount made with `tsock mount --ingest`.
+
+    publish() writes one batch file into ingest/, tensor buffers straight
+    into the mount's memory (no copy of the batch in Python); it blocks
+    while the buffer is full. order() (ordered mode, --samples) waits
+    until some consumer needs samples and returns (epoch, position,
+    indices) to make next; each published batch must carry those indices,
+    in order. skip() says samples could not be made.
+    """
+
+    def __init__(self, mount):
+        self.mount = os.fspath(mount)
+        self.dir = os.path.join(self.mount, "ingest")
+        if not os.path.isfile(os.path.join(self.dir, "next")):
+            raise TsockError(f"{self.mount}: no ingest/ here: mount it with `tsock mount --ingest`")
+
+    def next(self):
+        with open(os.path.join(self.dir, "next")) as f:
+            return int(f.read())
+
+    def order(self):
+        """(epoch, position, [dataset indices]) to make next; blocks.
+        epoch_length is then the number of samples in that epoch's order."""
+        with open(os.path.join(self.dir, "order")) as f:
+            vals = f.read().split()
+        epoch, position, count, self.epoch_length = (int(v) for v in vals[:4])
+        return epoch, position, [int(v) for v in vals[4 : 4 + count]]
+
+    def skip(self, indices):
+        """The next indices of the order could not be made."""
+        if indices:
+            with open(os.path.join(self.dir, "skip"), "w") as f:
+                f.write(" ".join(str(int(i)) for i in indices) + "\n")
+
+    def publish(self, batch, epoch=None, last=False, indices=None):
+        """Writes batch as the next batch file. epoch marks the producer's
+        epoch (unordered mode); last=True ends it with this batch; indices
+        are the samples' dataset indices (required in ordered mode)."""
+        tensors, kind = _flatten(batch)
+        if indices is not None and not any(name == "indices" for name, _, _ in tensors):
+            tensors.append(("indices", np.asarray(indices, np.int64), "I64"))
+        meta = {STRUCTURE: json.dumps(kind, separators=(",", ":"))}
+        if epoch is not None:
+            meta["epoch"] = str(epoch)
+        if last:
+            meta["last"] = "true"
+        header = {"__metadata__": meta}
+        at = 0
+        for name, a, dtype in tensors:
+            header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [at, at + a.nbytes]}
+            at += a.nbytes
+        js = json.dumps(header, separators=(",", ":")).encode()
+        # Room before the data for tsock's own metadata, so that it rewrites
+        # the header in place: the data starts on a page.
+        n = (8 + len(js) + 256 + PAGE - 1) // PAGE * PAGE - 8
+        seq = self.next()
+        path = os.path.join(self.dir, "%06d.safetensors" % seq)
+        try:
+            with open(path, "xb", buffering=0) as f:
+                f.write(struct.pack("<Q", n) + js + b" " * (n - len(js)))
+                for _, a, _ in tensors:
+                    if a.nbytes:
+                        f.write(memoryview(a).cast("B"))
+        except OSError as e:
+            raise TsockError(f"publish {path}: {e.strerror}: {self._refusal()}") from None
+        return seq
+
+    def _refusal(self):
+        try:
+            with open(os.path.join(self.dir, "status")) as f:
+                st = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line)
+            return st.get("last refusal", "see ingest/status")
+        except OSError:
+            return "ingest/status unreadable"
+
+
+def serve(mount, dataset, batch_size=256, num_workers=0, collate_fn=None, epochs=None, **dataloader_kwargs):
+    """Shares any map-style PyTorch dataset through a mount made with
+    `tsock mount --ingest --samples len(dataset)`: a DataLoader whose
+    batch sampler is tsock's order, publishing every batch. A sample whose
+    __getitem__ raises is skipped (tsock counts it and leaves it out of
+    later epochs). Returns after `epochs` producer epochs if given; else
+    serves until interrupted.
+    """
+    import torch.utils.data as tud
+
+    collate = collate_fn or tud.default_collate
+    p = Producer(mount)
+    done = 0
+    while epochs is None or done < epochs:
+        epoch, position, indices = p.order()
+        if not indices:
+            continue
+        sampler = [indices[i : i + batch_size] for i in range(0, len(indices), batch_size)]
+        loader = tud.DataLoader(_Indexed(dataset), batch_sampler=sampler, num_workers=num_workers,
+                                collate_fn=lambda items: _collate(items, collate), **dataloader_kwargs)
+        bad = []
+        for batch, good, failed in loader:
+            bad += failed
+            if good:
+                p.publish(batch, indices=good)
+                bad = []  # skipped implicitly: the published indices passed them
+        p.skip(bad)
+        if position + len(indices) == p.epoch_length:
+            done += 1
+
+
+class _Indexed:
+    """dataset[i] as (i, sample), or (i, None) if it cannot be made."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, i):
+        try:
+            return i, self.dataset[i]
+        except Exception:  # a bad sample is skipped, not fatal
+            return i, None
+
+
+def _collate(items, collate):
+    good = [i for i, x in items if x is not None]
+    failed = [i for i, x in items if x is None]
+    batch = collate([x for _, x in items if x is not None]) if good else None
+    return batch, good, failed
+
+
+def serve_iterable(mount, iterable, epochs=1):
+    """Shares any iterable of batches (an existing DataLoader, a JAX or TF
+    pipeline yielding numpy) through a mount made with `tsock mount
+    --ingest` (unordered mode): `epochs` passes over it, each marked as
+    one epoch for the consumers."""
+    p = Producer(mount)
+    for epoch in range(epochs):
+        prev = None
+        for batch in iterable:
+            if prev is not None:
+                p.publish(prev, epoch=epoch)
+            prev = batch
+        if prev is not None:
+            p.publish(prev, epoch=epoch, last=True)
 
 
 # --- GPU mode (tsock mount --device) ---------------------------------------

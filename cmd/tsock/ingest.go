@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/tsock/tsock/fs"
+)
+
+// ingestFiles adapts the ingest side to the file system's ingest/.
+type ingestFiles struct{ c *mountCommand }
+
+var _ fs.Ingest = ingestFiles{}
+
+func (f ingestFiles) Create(ctx context.Context, seq uint64) (fs.IngestWriter, error) {
+	return f.c.ingest.Create(ctx, seq)
+}
+func (f ingestFiles) Next() uint64                              { return f.c.ingest.Next() }
+func (f ingestFiles) Order(ctx context.Context) ([]byte, error) { return f.c.ingest.Order(ctx) }
+func (f ingestFiles) Skip(value string) error                   { return f.c.ingest.Skip(value) }
+
+// Status renders ingest/status: one "key: value" per line.
+func (f ingestFiles) Status() ([]byte, error) {
+	c := f.c
+	st := c.ingest.Snapshot()
+	var b strings.Builder
+	fmt.Fprintf(&b, "mode: %s\n", c.ingestModeName())
+	fmt.Fprintf(&b, "next: %06d\n", c.ingest.Next())
+	fmt.Fprintf(&b, "epoch: %d\n", st.Epoch)
+	fmt.Fprintf(&b, "position: %d\n", st.Position)
+	if c.ingest.Ordered() {
+		fmt.Fprintf(&b, "epoch length: %d\n", st.EpochLen)
+	}
+	fmt.Fprintf(&b, "published: %d batches, %s\n", st.Published, humanize.IBytes(uint64(st.PublishedBytes)))
+	fmt.Fprintf(&b, "refused: %d\n", st.Refused)
+	if st.LastRefusal != "" {
+		fmt.Fprintf(&b, "last refusal: %s\n", oneLine(st.LastRefusal))
+	}
+	fmt.Fprintf(&b, "skipped samples: %d\n", st.Skipped)
+	if len(st.RecentSkips) > 0 {
+		fmt.Fprintf(&b, "recently skipped: %v\n", st.RecentSkips)
+	}
+	if st.Writing != "" {
+		fmt.Fprintf(&b, "writing: %s\n", st.Writing)
+	}
+	if st.LastWrite.IsZero() {
+		fmt.Fprintf(&b, "last write: never\n")
+	} else {
+		fmt.Fprintf(&b, "last write: %s ago\n", time.Since(st.LastWrite).Round(time.Millisecond))
+	}
+	fmt.Fprintf(&b, "write path: %s\n", c.mounted.IngestPath())
+	return []byte(b.String()), nil
+}
+
+// ingestMode names the ingest mode for status lines.
+func (c *mountCommand) ingestModeName() string {
+	if c.ingest.Ordered() {
+		return fmt.Sprintf("ordered, %d samples (tsock's order: ingest/order)", c.ingestCfg.Samples)
+	}
+	return "unordered (the producer's epoch marks)"
+}
+
+// ingestDescription is the source line for --ingest.
+func (c *mountCommand) ingestDescription() string { return "ingest, " + c.ingestModeName() }
+
+// oneLine keeps a message on one status line.
+func oneLine(s string) string { return strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(s) }

@@ -1,0 +1,361 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/gpu"
+	"github.com/tsock/tsock/producer/batchfile"
+)
+
+// Config is what the ingest side must know.
+type Config struct {
+	// Samples in the dataset, for ordered mode; 0: unordered.
+	Samples int
+	// Shuffle each ordered epoch (with Seed); else dataset order.
+	Shuffle bool
+	Seed    uint64
+	// GPU, if set, gets a copy of every batch's data before it is
+	// published (--device).
+	GPU *gpu.Pool
+}
+
+// Ingest publishes batches written by outside producers.
+type Ingest struct {
+	cfg   Config
+	store *batchstore.Store
+	alloc *memfile.Allocator
+
+	mu      sync.Mutex
+	next    uint64  // the next batch's sequence number
+	writer  *Writer // the batch being written, if any
+	schema  *batchfile.Header
+	largest int64 // the largest batch published, bytes
+	ord     orderState
+	epochs  epochState
+	stats   Stats
+}
+
+// Stats is what ingest/status shows.
+type Stats struct {
+	Published      uint64
+	PublishedBytes int64
+	Refused        uint64
+	LastRefusal    string // "NNNNNN: why"
+	Skipped        int
+	RecentSkips    []int
+	LastWrite      time.Time // the last publish or refusal
+	Writing        string    // the batch open for writing, if any
+	Epoch          int       // the producer epoch being written
+	Position       int       // samples (ordered: order positions) of it done
+	EpochLen       int       // ordered mode: its length
+}
+
+// New returns the ingest side of store; batches live in alloc's files.
+func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator) *Ingest {
+	return &Ingest{cfg: cfg, store: store, alloc: alloc, ord: orderState{bad: map[int]bool{}}}
+}
+
+// Ordered reports whether tsock owns the order.
+func (in *Ingest) Ordered() bool { return in.cfg.Samples > 0 }
+
+// Next is the sequence number the next batch must have.
+func (in *Ingest) Next() uint64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.next
+}
+
+// Snapshot returns the counters.
+func (in *Ingest) Snapshot() Stats {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	s := in.stats
+	s.RecentSkips = append([]int(nil), s.RecentSkips...)
+	if in.writer != nil {
+		s.Writing = fmt.Sprintf("%06d since %s", in.writer.seq, in.writer.since.Format(time.RFC3339))
+	}
+	s.Epoch, s.Position = in.epochs.epoch, in.epochs.pos
+	if in.Ordered() {
+		s.Epoch, s.Position, s.EpochLen = in.ord.epoch, in.ord.pos, len(in.ord.order)
+	}
+	return s
+}
+
+// Writer is one batch being written.
+type Writer struct {
+	in    *Ingest
+	seq   uint64
+	file  *memfile.File
+	res   *batchstore.Reservation
+	since time.Time
+	done  bool // published or refused: later flushes do nothing
+}
+
+// Create starts batch seq, which must be the next one: it waits for
+// room in the buffer for a batch as large as the largest so far.
+func (in *Ingest) Create(ctx context.Context, seq uint64) (*Writer, error) {
+	in.mu.Lock()
+	switch {
+	case seq < in.next:
+		in.mu.Unlock()
+		return nil, fmt.Errorf("batch %06d: %w (the next is %06d)", seq, batchstore.ErrPublished, in.next)
+	case seq > in.next:
+		in.mu.Unlock()
+		return nil, fmt.Errorf("batch %06d: %w: the next is %06d (read ingest/next)", seq, batchstore.ErrBadBatch, in.next)
+	case in.writer != nil:
+		in.mu.Unlock()
+		return nil, fmt.Errorf("batch %06d: %w", seq, batchstore.ErrWriting)
+	}
+	w := &Writer{in: in, seq: seq, since: time.Now()}
+	in.writer = w // claimed while waiting for room
+	estimate := in.largest
+	in.mu.Unlock()
+	err := w.start(ctx, estimate)
+	if err != nil {
+		in.mu.Lock()
+		in.writer = nil
+		in.mu.Unlock()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *Writer) start(ctx context.Context, estimate int64) error {
+	res, err := w.in.store.Reserve(ctx, estimate)
+	if err != nil {
+		return fmt.Errorf("batch %06d: wait for room: %w", w.seq, err)
+	}
+	f, err := w.in.alloc.CreateEmpty()
+	if err != nil {
+		res.Cancel()
+		return fmt.Errorf("batch %06d: %w", w.seq, err)
+	}
+	w.res, w.file = res, f
+	return nil
+}
+
+// Fd is the read-write descriptor the kernel writes through
+// (passthrough) and later serves reads from.
+func (w *Writer) Fd() int { return w.file.Fd() }
+
+// Name is the batch's file name.
+func (w *Writer) Name() string { return fmt.Sprintf("%06d.safetensors", w.seq) }
+
+// WriteAt serves a write that came to the daemon.
+func (w *Writer) WriteAt(p []byte, off int64) (int, error) {
+	return w.file.WriteAt(p, off)
+}
+
+// Size is the batch's length so far.
+func (w *Writer) Size() (int64, error) { return w.file.Stat() }
+
+// Truncate sets the batch's length (open with O_TRUNC, ftruncate).
+func (w *Writer) Truncate(n int64) error { return w.file.SetSize(n) }
+
+// Flush publishes the batch if it has been written (a close): the
+// error, if any, is what the writer's close returns. An empty file is
+// not published yet (a shell opens, dups and closes before writing).
+func (w *Writer) Flush(ctx context.Context) error {
+	in := w.in
+	in.mu.Lock()
+	done := w.done
+	in.mu.Unlock()
+	if done {
+		return nil
+	}
+	size, err := w.file.Stat()
+	if err != nil || size == 0 {
+		return err
+	}
+	// Any failure, an interrupted wait for room included, refuses the
+	// batch: its number can be written again.
+	err = w.publish(ctx, size)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	w.done = true
+	in.stats.LastWrite = time.Now()
+	if err != nil {
+		in.stats.Refused++
+		in.stats.LastRefusal = fmt.Sprintf("%06d: %v", w.seq, err)
+	}
+	return err
+}
+
+// Release ends the writer (the kernel's last close): an unpublished
+// batch is dropped and its number can be written again.
+func (w *Writer) Release() {
+	in := w.in
+	in.mu.Lock()
+	published := w.done && w.res == nil
+	if in.writer == w {
+		in.writer = nil
+	}
+	in.mu.Unlock()
+	if !published && w.res != nil {
+		w.res.Cancel()
+	}
+	if !published && w.file != nil {
+		w.file.Free()
+	}
+}
+
+// publish validates the batch of size bytes and hands it to the store.
+func (w *Writer) publish(ctx context.Context, size int64) error {
+	in := w.in
+	if size > in.store.Limit() {
+		return fmt.Errorf("%d bytes: %w (--buffer is %d)", size, batchstore.ErrTooLarge, in.store.Limit())
+	}
+	h, err := batchfile.Parse(w.file, size)
+	if err != nil {
+		return fmt.Errorf("%w: %v", batchstore.ErrBadBatch, err)
+	}
+	indices, err := readIndices(w.file, h)
+	if err != nil {
+		return err
+	}
+	in.mu.Lock()
+	info, commit, err := in.place(h, indices)
+	in.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: %v", batchstore.ErrBadBatch, err)
+	}
+	meta := in.metadata(h, info, w.seq)
+	if err := relayout(w.file, h, meta); err != nil {
+		return err
+	}
+	if err := w.reserveExactly(ctx, h.Size()); err != nil {
+		return err
+	}
+	blob, err := in.upload(ctx, w.file, h)
+	if err != nil {
+		return err
+	}
+	if _, err := w.res.Publish(blob, info); err != nil {
+		blob.Free() // the slab too
+		w.file = nil
+		return err
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	w.res = nil
+	commit()
+	in.next++
+	in.largest = max(in.largest, h.Size())
+	if in.schema == nil {
+		in.schema = h
+	}
+	in.stats.Published++
+	in.stats.PublishedBytes += h.Size()
+	return nil
+}
+
+// reserveExactly makes the reservation the batch's real size, waiting
+// for room if it grew: the bytes are written already, so the buffer may
+// be over by this one batch until others are read.
+func (w *Writer) reserveExactly(ctx context.Context, size int64) error {
+	if size <= w.res.Size() {
+		return nil
+	}
+	res, err := w.in.store.Reserve(ctx, size)
+	if err != nil {
+		return fmt.Errorf("wait for room for %d bytes: %w", size, err)
+	}
+	w.res.Cancel()
+	w.res = res
+	return nil
+}
+
+// upload wraps the file as a published blob, copying its data to the
+// GPU in GPU mode.
+func (in *Ingest) upload(ctx context.Context, f *memfile.File, h *batchfile.Header) (*batchfile.Blob, error) {
+	if in.cfg.GPU == nil {
+		return batchfile.NewBlob(ctx, f, h, nil, nil)
+	}
+	data, unmap, err := f.MapRead()
+	if err != nil {
+		return nil, err
+	}
+	defer unmap()
+	blob, err := batchfile.NewBlob(ctx, f, h, in.cfg.GPU, data[h.DataStart:])
+	if err != nil {
+		return nil, fmt.Errorf("%w: copy to the GPU: %v", batchstore.ErrTooLarge, err)
+	}
+	return blob, nil
+}
+
+// metadata is what the published header says: the producer's keys,
+// with tsock's epoch, batch index, sequence number and sample count.
+func (in *Ingest) metadata(h *batchfile.Header, info batchstore.Info, seq uint64) map[string]string {
+	meta := make(map[string]string, len(h.Meta)+5)
+	for k, v := range h.Meta {
+		meta[k] = v
+	}
+	if v, ok := h.Meta["epoch"]; ok && !in.Ordered() {
+		meta["producer_epoch"] = v
+	}
+	meta["epoch"] = strconv.Itoa(info.Epoch)
+	meta["batch"] = strconv.Itoa(info.Index)
+	meta["seq"] = strconv.FormatUint(seq, 10)
+	meta["samples"] = strconv.Itoa(info.Samples)
+	delete(meta, "last")
+	return meta
+}
+
+// place checks h against the stream (schema, order) and says where it
+// goes; commit records it once it is published. Callers hold in.mu.
+func (in *Ingest) place(h *batchfile.Header, indices []int64) (batchstore.Info, func(), error) {
+	if err := sameSchema(in.schema, h); err != nil {
+		return batchstore.Info{}, nil, err
+	}
+	if in.Ordered() {
+		return in.placeOrdered(h, indices)
+	}
+	return in.placeUnordered(h)
+}
+
+// sameSchema: h has the tensors of the first published batch.
+func sameSchema(first, h *batchfile.Header) error {
+	if first == nil {
+		return nil
+	}
+	if len(first.Tensors) != len(h.Tensors) {
+		return fmt.Errorf("%d tensors, but the first batch had %d (every batch must have the same tensors)", len(h.Tensors), len(first.Tensors))
+	}
+	for _, want := range first.Tensors {
+		got := h.Tensor(want.Name)
+		if got == nil {
+			return fmt.Errorf("no tensor %q, which the first batch had", want.Name)
+		}
+		_, wantRagged := first.Ragged[want.Name]
+		_, gotRagged := h.Ragged[want.Name]
+		if got.Dtype != want.Dtype || len(got.Shape) != len(want.Shape) || wantRagged != gotRagged {
+			return fmt.Errorf("tensor %q is %s %v (ragged %v), but was %s %v (ragged %v) in the first batch",
+				want.Name, got.Dtype, got.Shape, gotRagged, want.Dtype, want.Shape, wantRagged)
+		}
+		for i := 1; i < len(got.Shape); i++ {
+			if got.Shape[i] != want.Shape[i] {
+				return fmt.Errorf("tensor %q has shape %v, but %v in the first batch (only the first dimension may change)", want.Name, got.Shape, want.Shape)
+			}
+		}
+	}
+	return nil
+}
+
+// shuffler is the ordered epochs' shuffle, seeded like the built-in
+// pipeline's (seed, epoch, piece).
+func (in *Ingest) shuffler(e int) func(int, []int) {
+	if !in.cfg.Shuffle {
+		return nil
+	}
+	return func(k int, seg []int) {
+		rng := rand.New(rand.NewPCG(in.cfg.Seed, uint64(e)<<24^uint64(k)^0x5368756666))
+		rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })
+	}
+}
