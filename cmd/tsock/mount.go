@@ -47,8 +47,8 @@ type mountCommand struct {
 	alloc    *memfile.Allocator
 	producer *producer.Producer // nil with --ingest
 	ingest   *ingest.Ingest     // nil without --ingest
-	cache    *producer.Cache // nil without --cache
-	gpu      *gpuMode        // nil without --device
+	cache    *producer.Cache    // nil without --cache
+	gpu      *gpuMode           // nil without --device
 	mounted  *fs.Mounted
 	rate     *rateMeter
 }
