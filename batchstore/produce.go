@@ -50,6 +50,30 @@ func (s *Store) Reserve(ctx context.Context, size int64) (*Reservation, error) {
 	return &Reservation{s: s, size: size}, nil
 }
 
+// Grow makes the reservation size bytes, waiting for room for the
+// difference (an ingested batch whose size is known only once written).
+func (r *Reservation) Grow(ctx context.Context, size int64) error {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !r.done && size > r.size && s.used+s.reserved-r.size+size > s.cfg.Limit {
+		if s.closed {
+			return ErrClosed
+		}
+		if err := s.wait(ctx); err != nil {
+			return err
+		}
+	}
+	if r.done {
+		return fmt.Errorf("grow: reservation already used")
+	}
+	if size > r.size {
+		s.reserved += size - r.size
+		r.size = size
+	}
+	return nil
+}
+
 // Size is the room reserved, bytes.
 func (r *Reservation) Size() int64 { return r.size }
 

@@ -35,6 +35,7 @@ type cudaTensor struct {
 	Dtype    string
 	Shape    []int
 	Segments []struct{ Slab, Offset, Bytes int64 }
+	Values   []int64
 }
 
 // tensor is the named tensor's entry (empty if absent).

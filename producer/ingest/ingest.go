@@ -180,6 +180,9 @@ func (w *Writer) Flush(ctx context.Context) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	w.done = true
+	if in.writer == w { // the next batch may be created before our release arrives
+		in.writer = nil
+	}
 	in.stats.LastWrite = time.Now()
 	if err != nil {
 		in.stats.Refused++
@@ -260,15 +263,9 @@ func (w *Writer) publish(ctx context.Context, size int64) error {
 // for room if it grew: the bytes are written already, so the buffer may
 // be over by this one batch until others are read.
 func (w *Writer) reserveExactly(ctx context.Context, size int64) error {
-	if size <= w.res.Size() {
-		return nil
-	}
-	res, err := w.in.store.Reserve(ctx, size)
-	if err != nil {
+	if err := w.res.Grow(ctx, size); err != nil {
 		return fmt.Errorf("wait for room for %d bytes: %w", size, err)
 	}
-	w.res.Cancel()
-	w.res = res
 	return nil
 }
 
