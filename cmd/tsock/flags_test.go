@@ -41,7 +41,7 @@ func TestBadFlagsExit2WithUsage(t *testing.T) {
 		{[]string{"mount", mp, "--source", "synthetic:10", "--device", "cuda:0", "--gpu-buffer", "lots"}, "--gpu-buffer"},
 		{[]string{"mount", mp, "--source", "synthetic:10", "--batch-size", "many"}, "batch-size"},
 		{[]string{"mount", mp, "--source", "synthetic:10", "--no-such-flag"}, "no-such-flag"},
-		{[]string{"mount", mp}, "--source is required"},
+		{[]string{"mount", mp}, "--source DIR or --ingest is required"},
 		{[]string{"mount", "--source", "synthetic:10"}, "one MOUNTPOINT"},
 		{[]string{"frobnicate"}, "unknown command"},
 		{[]string{}, "usage: tsock"},

@@ -147,7 +147,7 @@ class ClientTest(unittest.TestCase):
         flat = [b for e in epochs for b in e]
         self.assertEqual(len(flat), len(plain))
         for ours, theirs in zip(flat, plain):
-            for k in tsock.TENSORS:
+            for k in ("images", "labels", "indices"):
                 np.testing.assert_array_equal(ours[k], theirs[k])
 
     def test_arrays_are_the_mapped_file(self):
@@ -220,7 +220,7 @@ class ClientTest(unittest.TestCase):
         bad = tempfile.NamedTemporaryFile(suffix=".safetensors")
         for content, why in ((b"", "no safetensors header"), (struct.pack("<Q", 1 << 40), "header length"),
                              (struct.pack("<Q", 4) + b"nope", "not JSON"),
-                             (struct.pack("<Q", 2) + b"{}", "no tensor images")):
+                             (struct.pack("<Q", 2) + b"{}", "no tensors")):
             bad.seek(0)
             bad.truncate()
             bad.write(content)
@@ -288,6 +288,84 @@ next(iter(c))
         r = json.loads(out)
         self.assertEqual(r["images"], 1024)
         self.assertLess(r["last_loss"], 0.5 * r["first_loss"], r)
+
+
+
+class _Tokens:
+    """A map-style dataset of variable-length samples; sample 5 fails."""
+
+    def __len__(self):
+        return 23
+
+    def __getitem__(self, i):
+        if i == 5:
+            raise ValueError("unreadable sample")
+        return {"tok": np.full(i % 4, i, np.int32), "y": i}
+
+
+def _collate_tokens(items):
+    import torch
+
+    return {"tok": [x["tok"] for x in items], "y": torch.tensor([x["y"] for x in items]),
+            "w": torch.full((len(items), 2), 0.5, dtype=torch.bfloat16)}
+
+
+class IngestTest(unittest.TestCase):
+    """Any pipeline shares through tsock (tsock mount --ingest)."""
+
+    def test_serve_gives_exact_epochs_with_structure_and_own_sizes(self):
+        import threading
+
+        m = Mount(self, "--ingest", "--samples", "23", "--batch-size", "4", "--epochs", "2", "--buffer", "1MiB")
+        consumers = [tsock.Consumer(m.dir, batch_size=b) for b in (4, 3)]
+        server = threading.Thread(target=tsock.serve, args=(m.dir, _Tokens()),
+                                  kwargs={"batch_size": 4, "epochs": 2, "collate_fn": _collate_tokens})
+        server.start()
+        for c in consumers:
+            epochs = 0
+            for epoch in c.epochs():
+                seen = []
+                for b in epoch:
+                    self.assertEqual(sorted(b), ["tok", "w", "y"])  # the published dict, without tsock's indices
+                    self.assertIsInstance(b["tok"], tsock.Ragged)
+                    for i, y in enumerate(b["y"]):
+                        self.assertTrue((b["tok"][i] == y).all() and len(b["tok"][i]) == y % 4)
+                    seen += list(b["y"])
+                self.assertEqual(sorted(seen), [i for i in range(23) if i != 5])
+                epochs += 1
+            self.assertEqual(epochs, 2)
+            c.close()
+        server.join(30)
+        self.assertFalse(server.is_alive())
+        with open(m.path("ingest", "status")) as f:
+            self.assertIn("skipped samples: 1", f.read())
+
+    def test_serve_iterable_keeps_tuples_and_bfloat16(self):
+        import torch
+
+        m = Mount(self, "--ingest", "--batch-size", "2", "--buffer", "1MiB")
+        batches = [(torch.arange(2 * k, 2 * k + 2), torch.full((2, 3), k, dtype=torch.bfloat16)) for k in range(3)]
+        c = tsock.Consumer(m.dir)
+        tsock.serve_iterable(m.dir, batches, epochs=1)
+        got = list(c)
+        self.assertEqual(len(got), 3)
+        self.assertIsInstance(got[0], tuple)
+        self.assertEqual([int(v) for b in got for v in b[0]], list(range(6)))
+        loader = tsock.torch_loader(m.dir, batch_size=3)
+        tsock.serve_iterable(m.dir, batches, epochs=1)
+        for ids, w in loader:
+            self.assertEqual(w.dtype, torch.bfloat16)
+            self.assertTrue((w.float() == (ids // 2).float().unsqueeze(1)).all())
+        loader.close()
+        c.close()
+
+    def test_bad_batches_raise_with_the_reason(self):
+        m = Mount(self, "--ingest", "--buffer", "1MiB")
+        p = tsock.Producer(m.dir)
+        p.publish({"x": np.zeros((2, 3), np.float32)})
+        with self.assertRaisesRegex(tsock.TsockError, "first batch"):
+            p.publish({"x": np.zeros((2, 4), np.float32)})
+        self.assertEqual(p.next(), 1)
 
 
 class GPUTest(unittest.TestCase):

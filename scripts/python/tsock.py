@@ -397,18 +397,18 @@ class TorchLoader:
 
     def _structure(self, value):
         """The same dict or tuple, of torch tensors on the device."""
-        dtypes = getattr(value, "dtypes", {})
         if isinstance(value, tuple):
-            return tuple(self._tensor(v, dtypes.get(str(i))) for i, v in enumerate(value))
-        return {k: self._tensor(v, dtypes.get(k)) for k, v in value.items()}
+            return tuple(self._tensor(v) for v in value)
+        return {k: self._tensor(v) for k, v in value.items()}
 
-    def _tensor(self, a, dtype):
+    def _tensor(self, a):
         torch = self.torch
         if isinstance(a, Ragged):
-            return Ragged(self._tensor(a.values, dtype), self._tensor(a.offsets, None))
-        t = torch.from_numpy(a)
-        if dtype == "BF16":
-            t = t.view(torch.bfloat16)
+            return Ragged(self._tensor(a.values), self._tensor(a.offsets))
+        if a.dtype == np.uint16:  # only BF16 arrives as uint16 (U16 is not a tsock dtype)
+            t = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+        else:
+            t = torch.from_numpy(a)
         return t.to(self.device, non_blocking=True)
 
     def close(self):
