@@ -139,33 +139,8 @@ func TestGPUModeWithAFakeLibCUDA(t *testing.T) {
 // are the .safetensors bytes, for the producer's batches and for a
 // consumer's own batch size (several segments); slabs come back.
 func TestCUDAFilesPointAtTheBatchBytes(t *testing.T) {
-	fusetest.Need(t)
-	drv := gputest.NewDriver()
-	defer func(old func(gpu.DeviceSpec) (gpu.Driver, error)) { openDriver = old }(openDriver)
-	openDriver = func(spec gpu.DeviceSpec) (gpu.Driver, error) { return drv, nil }
-	mnt := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	stdout, w := io.Pipe()
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"mount", mnt, "--source", "synthetic:30", "--batch-size", "8", "--image-size", "16",
-			"--epochs", "1", "--buffer", "256KiB", "--device", "GPU-anything"}, w, os.Stderr)
-		w.Close()
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("mount did not stop")
-		}
-		syscall.Unmount(mnt, syscall.MNT_DETACH)
-	})
-	line := make([]byte, 256)
-	if n, _ := stdout.Read(line); !bytes.HasPrefix(line[:n], []byte("tsock: mounted")) {
-		t.Fatalf("not mounted: %q", line[:n])
-	}
-	go io.Copy(io.Discard, stdout)
+	mnt, drv := mountWithFakeGPU(t, "--source", "synthetic:30", "--batch-size", "8", "--image-size", "16",
+		"--epochs", "1", "--buffer", "256KiB", "--device", "GPU-anything")
 	for name, size := range map[string]string{"shared": "", "own": "5"} {
 		dir := filepath.Join(mnt, "consumers", name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -314,4 +289,38 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// mountWithFakeGPU runs "tsock mount MNT args…" in process with the fake
+// CUDA driver and waits for its ready line; cleanup stops and unmounts it.
+func mountWithFakeGPU(t *testing.T, args ...string) (string, *gputest.Driver) {
+	t.Helper()
+	fusetest.Need(t)
+	drv := gputest.NewDriver()
+	old := openDriver
+	openDriver = func(spec gpu.DeviceSpec) (gpu.Driver, error) { return drv, nil }
+	mnt := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, w := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"mount", mnt}, args...), w, os.Stderr)
+		w.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("mount did not stop")
+		}
+		syscall.Unmount(mnt, syscall.MNT_DETACH)
+		openDriver = old
+	})
+	line := make([]byte, 256)
+	if n, _ := stdout.Read(line); !bytes.HasPrefix(line[:n], []byte("tsock: mounted")) {
+		t.Fatalf("not mounted: %q", line[:n])
+	}
+	go io.Copy(io.Discard, stdout)
+	return mnt, drv
 }

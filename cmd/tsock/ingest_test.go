@@ -19,9 +19,6 @@ import (
 	"time"
 
 	"github.com/tsock/tsock/fs"
-	"github.com/tsock/tsock/fs/fusetest"
-	"github.com/tsock/tsock/gpu"
-	"github.com/tsock/tsock/gpu/gputest"
 	"github.com/tsock/tsock/producer/batchfile"
 )
 
@@ -413,29 +410,8 @@ func TestIngestEveryDtypeBothWritePaths(t *testing.T) {
 // consumer's bytes, for a re-cut consumer too; ragged offsets come by
 // value.
 func TestIngestedBatchesOnTheGPU(t *testing.T) {
-	fusetest.Need(t)
-	drv := gputest.NewDriver()
-	defer func(old func(gpu.DeviceSpec) (gpu.Driver, error)) { openDriver = old }(openDriver)
-	openDriver = func(spec gpu.DeviceSpec) (gpu.Driver, error) { return drv, nil }
-	mnt := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	stdout, w := io.Pipe()
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"mount", mnt, "--ingest", "--samples", "12", "--order", "sequential", "--batch-size", "4",
-			"--buffer", "1MiB", "--device", "GPU-anything", "--gpu-slab", "64KiB"}, w, os.Stderr)
-		w.Close()
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		syscall.Unmount(mnt, syscall.MNT_DETACH)
-	})
-	line := make([]byte, 256)
-	if n, _ := stdout.Read(line); !bytes.HasPrefix(line[:n], []byte("tsock: mounted")) {
-		t.Fatalf("not mounted: %q", line[:n])
-	}
-	go io.Copy(io.Discard, stdout)
+	mnt, drv := mountWithFakeGPU(t, "--ingest", "--samples", "12", "--order", "sequential", "--batch-size", "4",
+		"--buffer", "1MiB", "--device", "GPU-anything", "--gpu-slab", "64KiB")
 	d := &daemon{dir: mnt}
 	if err := os.Mkdir(filepath.Join(mnt, "consumers", "own"), 0o755); err != nil {
 		t.Fatal(err)
