@@ -10,6 +10,11 @@
 #    (batch 256, workers = cores/N; the second of two epochs, whole)
 # 3. read GB/s from the mount vs the same files on /dev/shm, 1 and 4 readers
 # 4. daemon memory + batch memory vs --buffer, 1 and 8 consumers
+# 5. --ingest: one producer's write GB/s into ingest/ vs the same bytes
+#    written to /dev/shm
+# 6. --ingest: a torchvision pipeline of the user's own (RandAugment,
+#    RandomErasing) served once to 4 consumers vs 4 DataLoaders, whole runs
+# 7. --ingest: daemon memory + batch memory vs --buffer, 8 consumers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec 3>&1 1>&2 # the table alone on standard output; progress on standard error
@@ -126,6 +131,77 @@ for run in $(seq "$runs"); do
 		unmount
 		record memory "$n" "$peak" "$buffer"
 	done
+
+	# 5. Ingest write GB/s: the same 24 batches (38.5 MB each) into the
+	#    mount and into /dev/shm by the same writer, interleaved batch by
+	#    batch. These VMs hand freed memory back to the host (free page
+	#    reporting), so a page is warm or cold by luck: both sides share it.
+	mount_bg --ingest --buffer 2GiB >/dev/null
+	rm -rf /dev/shm/tsock-bench && mkdir /dev/shm/tsock-bench
+	read -r ingest_side shm_side < <($py scripts/python/bench_ingest.py write "$mnt" /dev/shm/tsock-bench 24)
+	wpath=daemon-writes
+	grep -q "writes never enter the daemon" "$mnt/status" && wpath=passthrough
+	unmount
+	rm -rf /dev/shm/tsock-bench
+	record ingest_write "$ingest_side" "$shm_side" "$wpath"
+
+	# 6. The user's own torchvision pipeline: served once to 4 consumers vs
+	#    4 DataLoaders (workers = cores/4), 2 epochs at 224 px, batch 256.
+	#    The 4 processes of a side start at once, imports done (--go), as 4
+	#    trials launched together. Aggregate images/s = every consumer's
+	#    images over the span from their start (before joining, or building
+	#    the DataLoader) to the last one's end: both epochs whole, workers'
+	#    start included. The producer is up before, but makes nothing until
+	#    a consumer joins (the order blocks).
+	ex=scripts/examples/serve_torchvision.py
+	rm -f "$work"/go-*
+	aggregate() { $py -c "import json,sys; r=[json.load(open(f)) for f in sys.argv[1:]]; print(round(sum(x['images'] for x in r) / (max(x['end'] for x in r) - min(x['start'] for x in r)), 1))" "$@"; }
+	mount_bg --ingest --samples "$images" --batch-size 256 --epochs 2 --buffer 2GiB >/dev/null
+	$py $ex serve "$mnt" "$work/data" --epochs 0 --image-size 224 --batch-size 256 2>"$work/serve.log" &
+	server=$!
+	until grep -q "^serve_torchvision: serving" "$work/serve.log"; do sleep 0.05; done
+	pids=()
+	for i in 1 2 3 4; do
+		$py $ex read "$mnt" --name "r$i" --epochs 2 --go "$work/go-r" >"$work/r$i.json" &
+		pids+=($!)
+	done
+	until [[ $(grep -c ready "$work/go-r.ready" 2>/dev/null) -ge 4 ]]; do sleep 0.02; done
+	touch "$work/go-r"
+	for p in "${pids[@]}"; do wait "$p"; done
+	unmount
+	wait "$server"
+	served=$(aggregate "$work"/r*.json)
+	rm -f "$work"/r*.json
+	pids=()
+	for i in 1 2 3 4; do
+		$py $ex loader "$work/data" --epochs 2 --image-size 224 --batch-size 256 --workers $((cores / 4)) --go "$work/go-l" >"$work/l$i.json" &
+		pids+=($!)
+	done
+	until [[ $(grep -c ready "$work/go-l.ready" 2>/dev/null) -ge 4 ]]; do sleep 0.02; done
+	touch "$work/go-l"
+	for p in "${pids[@]}"; do wait "$p"; done
+	separate=$(aggregate "$work"/l*.json)
+	rm -f "$work"/l*.json
+	record ingest_share "$served" "$separate"
+
+	# 7. Ingest memory: 8 consumers join, a producer fills the 1 GiB buffer
+	#    while they hold every batch, then they read 2.3 GB through it.
+	shmem0=$(shmem)
+	mount_bg --ingest --buffer "$buffer" >/dev/null
+	for i in $(seq 8); do mkdir "$mnt/consumers/m$i"; done
+	$py scripts/python/bench_ingest.py stream "$mnt" 60 &
+	writer=$!
+	peak=0
+	until grep -q "^state: buffer full" "$mnt/status"; do sample_memory; sleep 0.05; done
+	pids=()
+	for i in $(seq 8); do
+		$py scripts/python/read_batches.py "$mnt" "m$i" >/dev/null &
+		pids+=($!)
+	done
+	while kill -0 "${pids[0]}" 2>/dev/null; do sample_memory; sleep 0.05; done
+	for p in "${pids[@]}" "$writer"; do wait "$p"; done
+	unmount
+	record ingest_memory 8 "$peak" "$buffer"
 done
 
 $py - "$results" "$images" "$runs" "$cores" >&3 <<'PY'
@@ -150,6 +226,17 @@ for label, a, b in (("1 reader", 1, 2), ("4 readers", 3, 4)):
 for n in ("1", "8"):
     peak, buf = col("memory", 2, n), col("memory", 3, n)
     print(f"| peak daemon memory + batch memory (Shmem), {n} consumer(s), buffer full | {med(peak) / 2**20:.0f} MiB | --buffer {med(buf) / 2**20:.0f} MiB | {med([p / b for p, b in zip(peak, buf)]):.2f}x |")
+a, b = col("ingest_write", 1), col("ingest_write", 2)
+print(f"| ingest: one producer's write GB/s (24 batches of 38.5 MB, tsock.Producer.publish) | {med(a):.2f} | /dev/shm {med(b):.2f} | {med([x / y for x, y in zip(a, b)]):.2f}x |")
+a, b = col("ingest_share", 1), col("ingest_share", 2)
+print(f"| ingest: own torchvision pipeline (RandAugment + RandomErasing, 224 px) served to 4 consumers, images/s all together, 2 whole epochs | {med(a):.0f} | 4 DataLoaders {med(b):.0f} | {med([x / y for x, y in zip(a, b)]):.2f}x |")
+peak, buf = col("ingest_memory", 2), col("ingest_memory", 3)
+print(f"| ingest: peak daemon memory + batch memory (Shmem), 8 consumers, buffer full | {med(peak) / 2**20:.0f} MiB | --buffer {med(buf) / 2**20:.0f} MiB | {med([p / b for p, b in zip(peak, buf)]):.2f}x |")
+spread = lambda xs: f"{min(xs):.2f}-{max(xs):.2f}"
+print(f"\nspread of the ingest ratios over the runs: write {spread([x / y for x, y in zip(col('ingest_write', 1), col('ingest_write', 2))])}, "
+      f"sharing {spread([x / y for x, y in zip(col('ingest_share', 1), col('ingest_share', 2))])}")
+wpaths = {r[3].strip() for r in rows if r[0] == "ingest_write" and len(r) > 3}
+print(f"ingest write path: {', '.join(sorted(wpaths))}")
 paths = {r[5].strip() for r in rows if r[0] == "read" and len(r) > 5}
 print(f"\ndata path: {', '.join(sorted(paths))}")
 PY

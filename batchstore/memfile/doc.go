@@ -3,8 +3,13 @@
 // then only read (by the kernel through FUSE passthrough, or by the daemon).
 //
 // Two backings: an anonymous memfd, which works everywhere, and unnamed
-// O_TMPFILE files on a tmpfs that tsock mounts itself with huge pages
-// (huge=within_size), which passthrough reads at page-cache speed. Either
-// way the memory is freed when the last descriptor closes, so a crashed
-// daemon leaves nothing behind.
+// O_TMPFILE files on a tmpfs that tsock mounts itself (huge=advise):
+// batches the daemon writes through a mapping get huge pages, which
+// passthrough reads at page-cache speed; batches an outside producer
+// writes get 4 KiB pages, which are faster to allocate where the
+// hypervisor takes freed huge pages back. The
+// tmpfs is detached from its path the moment it is mounted and lives on
+// through a descriptor of its root. Either way the memory is freed when
+// the last descriptor closes, so a crashed daemon leaves nothing behind:
+// no file, no mount.
 package memfile

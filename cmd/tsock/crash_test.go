@@ -88,3 +88,36 @@ func startVictim(t *testing.T, file string) *exec.Cmd {
 	}
 	return victim
 }
+
+// TestKilledDaemonLeavesNoBatchMount: a daemon killed with SIGKILL while
+// it holds batches leaves no tmpfs mounted and no directory in its
+// TMPDIR; only its FUSE mount stays, disconnected, as the kernel keeps
+// every FUSE mount until umount (the cleanup's).
+func TestKilledDaemonLeavesNoBatchMount(t *testing.T) {
+	tmp := t.TempDir()
+	d := startDaemonEnv(t, []string{"TMPDIR=" + tmp}, "--ingest", "--buffer", "1MiB")
+	if err := publish(d, 0, sampleBatch(t, nil, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if st := readFile(t, filepath.Join(d.dir, "status")); !strings.Contains(st, "passthrough into tmpfs") {
+		t.Fatalf("the batches are not on tsock's tmpfs:\n%s", st)
+	}
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	err := <-d.done
+	d.done <- err // for the cleanup
+	info, rerr := os.ReadFile("/proc/self/mountinfo")
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], tmp) {
+			t.Errorf("mounted after the daemon was killed: %s", line)
+		}
+	}
+	left, _ := os.ReadDir(tmp)
+	for _, e := range left {
+		t.Errorf("left in the daemon's TMPDIR: %s", e.Name())
+	}
+}

@@ -109,9 +109,16 @@ type daemon struct {
 // startDaemon runs tsock mount DIR args… and waits for its ready line.
 func startDaemon(t *testing.T, args ...string) *daemon {
 	t.Helper()
+	return startDaemonEnv(t, nil, args...)
+}
+
+// startDaemonEnv is startDaemon with extra environment variables.
+func startDaemonEnv(t *testing.T, env []string, args ...string) *daemon {
+	t.Helper()
 	fusetest.Need(t)
 	d := &daemon{dir: t.TempDir(), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	d.cmd = exec.Command(tsockBinary(t), append([]string{"mount", d.dir}, args...)...)
+	d.cmd.Env = append(os.Environ(), env...)
 	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -368,6 +368,34 @@ class IngestTest(unittest.TestCase):
         self.assertEqual(p.next(), 1)
 
 
+class ExamplesTest(unittest.TestCase):
+    """The bring-your-own-pipeline examples run whole and check themselves."""
+
+    def run_example(self, script, *args):
+        out = subprocess.run([PY, os.path.join(ROOT, "scripts", "examples", script), *args, "--tsock", tsock_binary()],
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return json.loads(out.stdout.splitlines()[-1])
+
+    def test_serve_torchvision_to_four_trials(self):
+        r = self.run_example("serve_torchvision.py", "sweep", folder(), "--image-size", "32", "--batch-size", "8",
+                             "--classes", "4")
+        self.assertTrue(r["exact_epochs"])
+        self.assertEqual(len(r["trials"]), 4)
+        for t in r["trials"]:
+            self.assertEqual([e["distinct"] for e in t["epochs"]], [45, 45], t)
+            self.assertEqual(t["steps"], 2 * 6)  # 45 images in batches of 8, twice
+
+    def test_serve_text_ragged_in_own_batch_sizes(self):
+        r = self.run_example("serve_text.py", "demo", "--sizes", "32,7,100")
+        self.assertTrue(r["exact"])
+        self.assertEqual([c["batch_size"] for c in r["consumers"]], [32, 7, 100])
+        for c in r["consumers"]:
+            self.assertEqual(c["wrong"], 0)
+            self.assertEqual(max(c["sizes"]), c["batch_size"])
+            self.assertEqual([e["tokens"] for e in c["epochs"]], [r["tokens"]] * 2)
+
+
 class GPUTest(unittest.TestCase):
     """GPU mode without a GPU: the daemon runs on the fake libcuda.so (its
     IPC handles carry the "device" address), the client on a fake opener."""

@@ -34,7 +34,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["Batch", "Consumer", "Producer", "Ragged", "TsockError", "cuda_batches", "load_batch", "serve",
+__all__ = ["Batch", "Consumer", "MountClosed", "Producer", "Ragged", "TsockError", "cuda_batches", "load_batch", "serve",
            "serve_iterable", "torch_loader"]
 
 # safetensors dtypes as numpy reads them. numpy has no bfloat16: BF16
@@ -49,6 +49,14 @@ STRUCTURE = "tsock.structure"  # metadata key: how a published batch was shaped
 
 class TsockError(Exception):
     """The mount, the consumer or a batch file is not what it should be."""
+
+
+class MountClosed(TsockError):
+    """The tsock daemon is stopping or gone: a producer's work is over."""
+
+
+# errnos of a mount whose daemon stops (ESHUTDOWN) or is gone.
+_GONE = (errno.ESHUTDOWN, errno.ENOTCONN, errno.ECONNABORTED)
 
 
 class Batch(dict):
@@ -218,6 +226,10 @@ class Consumer:
         self._load = (lambda path: load_batch(path, writable=True)) if writable else load_batch
         self.epoch = None  # the consumer's epoch of the last batch read
         self.meta = None  # the last batch's metadata
+        # The dataset indices of the last batch read (a copy: a view would
+        # hold the batch), or None where batches carry none or hold them
+        # on the GPU.
+        self.indices = None
         self._next = 0  # the next batch number to open
         self._pending = None  # a batch read ahead to find an epoch's end
 
@@ -271,6 +283,9 @@ class Consumer:
             raise TsockError(f"consumer {self.name}: open {path}: {e.strerror}") from None
         self._next += 1
         self.epoch, self.meta = b.epoch, b.meta
+        idx = b.get("indices")
+        # GPU batches keep theirs on the device, in the batch.
+        self.indices = np.array(idx) if isinstance(idx, np.ndarray) else None
         return b
 
     def __iter__(self):
@@ -411,6 +426,12 @@ class TorchLoader:
             t = torch.from_numpy(a)
         return t.to(self.device, non_blocking=True)
 
+    @property
+    def indices(self):
+        """The dataset indices of the batch last yielded (numpy int64), or
+        None where batches carry none."""
+        return self.consumer.indices
+
     def close(self):
         self.consumer.close()
 
@@ -461,6 +482,31 @@ def _array(v):
     return a, dtype
 
 
+def _write_batch(path, tensors, meta):
+    """Writes named tensors as a new safetensors file at path, each
+    tensor's buffer straight from its array. The header leaves room
+    before the data for tsock's own metadata, so that tsock rewrites it
+    in place: the data starts on a page."""
+    header = {"__metadata__": meta}
+    at = 0
+    for name, a, dtype in tensors:
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [at, at + a.nbytes]}
+        at += a.nbytes
+    js = json.dumps(header, separators=(",", ":")).encode()
+    n = (8 + len(js) + 256 + PAGE - 1) // PAGE * PAGE - 8
+    with open(path, "xb", buffering=0) as f:
+        _write_all(f, memoryview(struct.pack("<Q", n) + js + b" " * (n - len(js))))
+        for _, a, _ in tensors:
+            if a.nbytes:
+                _write_all(f, memoryview(a).cast("B"))
+
+
+def _write_all(f, mv):
+    """An unbuffered write may be partial (a signal, FUSE): write the rest."""
+    while mv:
+        mv = mv[f.write(mv):]
+
+
 class Producer:
     """Publishes batches into a mount made with `tsock mount --ingest`.
 
@@ -479,14 +525,25 @@ class Producer:
             raise TsockError(f"{self.mount}: no ingest/ here: mount it with `tsock mount --ingest`")
 
     def next(self):
-        with open(os.path.join(self.dir, "next")) as f:
-            return int(f.read())
+        """The next batch number (ingest/next)."""
+        try:
+            with open(os.path.join(self.dir, "next")) as f:
+                return int(f.read())
+        except OSError as e:
+            if e.errno in _GONE:
+                raise MountClosed(f"{self.mount}: the tsock daemon stopped ({e.strerror})") from None
+            raise TsockError(f"{self.mount}: read ingest/next: {e.strerror}") from None
 
     def order(self):
         """(epoch, position, [dataset indices]) to make next; blocks.
         epoch_length is then the number of samples in that epoch's order."""
-        with open(os.path.join(self.dir, "order")) as f:
-            vals = f.read().split()
+        try:
+            with open(os.path.join(self.dir, "order")) as f:
+                vals = f.read().split()
+        except OSError as e:
+            if e.errno in _GONE:
+                raise MountClosed(f"{self.mount}: the tsock daemon stopped ({e.strerror})") from None
+            raise TsockError(f"{self.mount}: read ingest/order: {e.strerror}") from None
         epoch, position, count, self.epoch_length = (int(v) for v in vals[:4])
         return epoch, position, [int(v) for v in vals[4 : 4 + count]]
 
@@ -508,24 +565,13 @@ class Producer:
             meta["epoch"] = str(epoch)
         if last:
             meta["last"] = "true"
-        header = {"__metadata__": meta}
-        at = 0
-        for name, a, dtype in tensors:
-            header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [at, at + a.nbytes]}
-            at += a.nbytes
-        js = json.dumps(header, separators=(",", ":")).encode()
-        # Room before the data for tsock's own metadata, so that it rewrites
-        # the header in place: the data starts on a page.
-        n = (8 + len(js) + 256 + PAGE - 1) // PAGE * PAGE - 8
         seq = self.next()
         path = os.path.join(self.dir, "%06d.safetensors" % seq)
         try:
-            with open(path, "xb", buffering=0) as f:
-                f.write(struct.pack("<Q", n) + js + b" " * (n - len(js)))
-                for _, a, _ in tensors:
-                    if a.nbytes:
-                        f.write(memoryview(a).cast("B"))
+            _write_batch(path, tensors, meta)
         except OSError as e:
+            if e.errno in _GONE:
+                raise MountClosed(f"{self.mount}: the tsock daemon stopped ({e.strerror})") from None
             raise TsockError(f"publish {path}: {e.strerror}: {self._refusal()}") from None
         return seq
 
@@ -543,18 +589,27 @@ def serve(mount, dataset, batch_size=256, num_workers=0, collate_fn=None, epochs
     `tsock mount --ingest --samples len(dataset)`: a DataLoader whose
     batch sampler is tsock's order, publishing every batch. A sample whose
     __getitem__ raises is skipped (tsock counts it and leaves it out of
-    later epochs). Returns after `epochs` producer epochs if given; else
-    serves until interrupted.
+    later epochs). Returns after `epochs` producer epochs if given, else
+    when the mount stops (the daemon's SIGTERM or unmount): a late joiner
+    can always ask for more, so there is no other natural end.
     """
+    try:
+        _serve(Producer(mount), dataset, batch_size, num_workers, collate_fn, epochs, dataloader_kwargs)
+    except MountClosed:
+        pass
+
+
+def _serve(p, dataset, batch_size, num_workers, collate_fn, epochs, dataloader_kwargs):
     import torch.utils.data as tud
 
     collate = collate_fn or tud.default_collate
-    p = Producer(mount)
     done = 0
     while epochs is None or done < epochs:
         epoch, position, indices = p.order()
         if not indices:
             continue
+        # One DataLoader per order read: a whole epoch when every consumer
+        # needs all of it, so workers start once an epoch.
         sampler = [indices[i : i + batch_size] for i in range(0, len(indices), batch_size)]
         loader = tud.DataLoader(_Indexed(dataset), batch_sampler=sampler, num_workers=num_workers,
                                 collate_fn=lambda items: _collate(items, collate), **dataloader_kwargs)
@@ -596,16 +651,19 @@ def serve_iterable(mount, iterable, epochs=1):
     """Shares any iterable of batches (an existing DataLoader, a JAX or TF
     pipeline yielding numpy) through a mount made with `tsock mount
     --ingest` (unordered mode): `epochs` passes over it, each marked as
-    one epoch for the consumers."""
+    one epoch for the consumers. Returns early if the mount stops."""
     p = Producer(mount)
-    for epoch in range(epochs):
-        prev = None
-        for batch in iterable:
+    try:
+        for epoch in range(epochs):
+            prev = None
+            for batch in iterable:
+                if prev is not None:
+                    p.publish(prev, epoch=epoch)
+                prev = batch
             if prev is not None:
-                p.publish(prev, epoch=epoch)
-            prev = batch
-        if prev is not None:
-            p.publish(prev, epoch=epoch, last=True)
+                p.publish(prev, epoch=epoch, last=True)
+    except MountClosed:
+        pass
 
 
 # --- GPU mode (tsock mount --device) ---------------------------------------

@@ -1,0 +1,50 @@
+"""What the serve_* examples share: a `tsock mount --ingest` of their own,
+consumer processes that join it, the example's producer, and a cleanup
+that leaves no process and no mount behind."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run(prog, tsock_bin, mount_args, consumers, serve):
+    """Mounts with mount_args, starts each consumer command (its last
+    argument is replaced by the mountpoint where it is None), waits until
+    all have joined, calls serve(mountpoint), and returns each consumer's
+    one JSON line, parsed. Exits with a message naming prog on failure."""
+    tsock_bin = tsock_bin or os.environ.get("TSOCK_BIN") or "tsock"
+    mnt = tempfile.mkdtemp(prefix=f"tsock-{prog}-")
+    daemon = subprocess.Popen([tsock_bin, "mount", mnt, *mount_args], stdout=subprocess.PIPE, text=True)
+    procs = []
+    try:
+        first = daemon.stdout.readline()
+        if not first.startswith("tsock: mounted"):
+            sys.exit(f"{prog}: tsock mount did not come up: {first!r}")
+        for cmd in consumers:
+            procs.append(subprocess.Popen([mnt if a is None else a for a in cmd], stdout=subprocess.PIPE, text=True))
+        # Every consumer joins before the first batch: each then needs
+        # exactly the mount's --epochs, which serve makes and returns.
+        joined = os.path.join(mnt, "consumers")
+        while len(os.listdir(joined)) < len(procs):
+            if any(p.poll() is not None for p in procs):
+                sys.exit(f"{prog}: a consumer exited before joining")
+            time.sleep(0.05)
+        serve(mnt)
+        out = []
+        for i, p in enumerate(procs):
+            line = p.communicate()[0]
+            if p.returncode != 0:
+                sys.exit(f"{prog}: consumer {i} failed (exit {p.returncode})")
+            out.append(json.loads(line))
+        return out
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait()
+        os.rmdir(mnt)
