@@ -260,10 +260,15 @@ func (s *Store) SetBatchSize(name string, n int) error {
 	if c.started {
 		return fmt.Errorf("batch size of %s: already reading: %w", name, ErrBusy)
 	}
+	if n < 1 || n > MaxBatchSize {
+		return fmt.Errorf("batch size %d for %s: must be 1 to %d: %w", n, name, MaxBatchSize, ErrBadBatchSize)
+	}
 	// The producer batches a consumer batch spans must be held together.
-	spans := (n+s.cfg.BatchSize-1)/s.cfg.BatchSize + 1
-	if n < 1 || int64(n) > s.cfg.Limit || int64(spans)*s.fullBatchBytes() > s.cfg.Limit {
-		return fmt.Errorf("batch size %d for %s: must be at least 1 and fit %d producer batches in the buffer: %w",
+	// n and BatchSize are at most MaxBatchSize and a batch's bytes at most
+	// Limit, so nothing here overflows.
+	spans := int64((n-1)/s.cfg.BatchSize + 2)
+	if full := s.fullBatchBytes(); full > 0 && spans > s.cfg.Limit/full {
+		return fmt.Errorf("batch size %d for %s: must fit %d producer batches in the buffer: %w",
 			n, name, spans, ErrBadBatchSize)
 	}
 	c.batchSize = n

@@ -46,7 +46,9 @@ func (s *Store) Watch(ctx context.Context, e Eviction) {
 	if e.Timeout <= 0 {
 		return
 	}
-	t := time.NewTicker(min(e.Timeout/4, time.Second))
+	// At least a millisecond: a tick of Timeout/4 is zero for a timeout
+	// of a few nanoseconds, which NewTicker refuses with a panic.
+	t := time.NewTicker(max(min(e.Timeout/4, time.Second), time.Millisecond))
 	defer t.Stop()
 	for {
 		select {

@@ -110,11 +110,14 @@ type batchKey struct {
 	j uint64
 }
 
+// MaxBatchSize bounds every batch size, the producer's and consumers':
+// far above any real batch, and low enough that sample arithmetic on
+// batch sizes cannot overflow.
+const MaxBatchSize = 1 << 24
+
 // New returns a store for cfg.
 func New(cfg Config) *Store {
-	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 1
-	}
+	cfg.BatchSize = min(max(cfg.BatchSize, 1), MaxBatchSize)
 	if cfg.SizeOf == nil && cfg.Measure == nil {
 		cfg.SizeOf = func(n int) int64 { return int64(n) }
 	}

@@ -30,7 +30,7 @@ func TestBatchSizeControlFile(t *testing.T) {
 		if err := write("3\n"); err != nil {
 			t.Fatalf("echo 3 > batch_size: %v", err)
 		}
-		for _, bad := range []string{"0\n", "-2", "abc", "1.5", " ", "99999999999"} {
+		for _, bad := range []string{"0\n", "-2", "abc", "1.5", " ", "99999999999", "9223372036854775807", "4611686018427387904\n", "9223372036854775808", "-9223372036854775808"} {
 			if err := write(bad); !errors.Is(err, syscall.EINVAL) {
 				t.Errorf("write %q: got %v, want EINVAL", bad, err)
 			}

@@ -29,8 +29,8 @@ type Source interface {
 func Open(spec string) (Source, error) {
 	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
 		n, err := strconv.Atoi(rest)
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("source %q: synthetic:N needs a positive whole number of images", spec)
+		if err != nil || n <= 0 || n > maxSynthetic {
+			return nil, fmt.Errorf("source %q: synthetic:N needs a whole number of images from 1 to %d", spec, maxSynthetic)
 		}
 		return NewSynthetic(n, 10), nil
 	}
@@ -39,3 +39,7 @@ func Open(spec string) (Source, error) {
 	}
 	return ScanFolder(spec)
 }
+
+// maxSynthetic bounds synthetic:N: the producer keeps each epoch's order,
+// 8 bytes a sample, and a typo must not ask for terabytes.
+const maxSynthetic = 1 << 28

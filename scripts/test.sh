@@ -18,6 +18,15 @@ set -e
 # The full log has every RUN/PASS line; show the rest.
 grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS)' "$log" || true
 
+# Every parser's fuzz target, briefly, beyond its corpus (which the run
+# above already replays).
+for target in batchstore:FuzzSetBatchSize producer/batchfile:FuzzParse cmd/tsock:FuzzMountFlags; do
+	if ! go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime 10s "./${target%%:*}" >>"$log" 2>&1; then
+		echo "fuzzing ${target#*:} found a failure (see $log)" >&2
+		status=1
+	fi
+done
+
 skips=$(grep -E '^\s*--- SKIP' "$log" || true)
 if [[ -n "$skips" ]]; then
 	echo "WARNING: tests were skipped, they did NOT pass:" >&2

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 )
 
 // errHelp: the user asked for --help.
@@ -50,4 +51,18 @@ func parseSize(flag, s string) (int64, error) {
 // flagUsage renders a flag set's defaults under a heading.
 func flagUsage(head string, fs *pflag.FlagSet) string {
 	return fmt.Sprintf("%s\nflags:\n%s", head, fs.FlagUsages())
+}
+
+// maxWorkers bounds --workers: far above any machine's cores, low enough
+// that the workers' buffers cannot exhaust memory by themselves.
+const maxWorkers = 4096
+
+// maxSamples bounds --samples: ordered mode keeps two epochs' orders of
+// 8 bytes a sample, and may take at most half the machine's memory.
+func maxSamples() int64 {
+	var info unix.Sysinfo_t
+	if err := unix.Sysinfo(&info); err != nil {
+		return 1 << 28
+	}
+	return int64(uint64(info.Totalram) * uint64(info.Unit) / 32)
 }

@@ -46,6 +46,16 @@ func TestBadFlagsExit2WithUsage(t *testing.T) {
 		{[]string{"frobnicate"}, "unknown command"},
 		{[]string{}, "usage: tsock"},
 		{[]string{"gendata", mp, "--quality", "0"}, "--quality"},
+		// Integers at their limits: refused before any arithmetic on them.
+		{[]string{"mount", mp, "--source", "synthetic:10", "--batch-size", "4611686018427387904"}, "--batch-size"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--batch-size", "9223372036854775807"}, "--batch-size"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--batch-size", "9223372036854775808"}, "batch-size"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--consumer-timeout", "1ns"}, "--consumer-timeout 1ns"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--consumer-timeout", "3ns"}, "--consumer-timeout 3ns"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--consumer-timeout", "-5s"}, "--consumer-timeout"},
+		{[]string{"mount", mp, "--source", "synthetic:10", "--workers", "1000000000"}, "--workers"},
+		{[]string{"mount", mp, "--ingest", "--samples", "4611686018427387904"}, "--samples"},
+		{[]string{"mount", mp, "--ingest", "--samples", "-1"}, "--samples"},
 	} {
 		code, out := runCLI(t, tc.args...)
 		if code != exitUsage || !strings.Contains(out, tc.want) || !strings.Contains(out, "usage:") {

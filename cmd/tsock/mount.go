@@ -133,8 +133,9 @@ func (c *mountCommand) checkMode(f *pflag.FlagSet) error {
 		}
 	}
 	switch {
-	case c.ingestCfg.Samples < 0 || c.ingestCfg.Samples > 1<<40:
-		return usagef("--samples %d: must be 0 (unordered) to 2^40", c.ingestCfg.Samples)
+	case c.ingestCfg.Samples < 0 || int64(c.ingestCfg.Samples) > maxSamples():
+		return usagef("--samples %d: must be 0 (unordered) to %d: the order takes 16 bytes a sample, and no more than half this machine's memory",
+			c.ingestCfg.Samples, maxSamples())
 	case c.order != "shuffle" && c.order != "sequential":
 		return usagef("--order %q: want shuffle or sequential", c.order)
 	case f.Changed("order") && c.ingestCfg.Samples == 0:
@@ -154,14 +155,14 @@ func (c *mountCommand) checkMode(f *pflag.FlagSet) error {
 // validate checks flag values before anything is touched.
 func (c *mountCommand) validate() error {
 	switch {
-	case c.cfg.BatchSize < 1:
-		return fmt.Errorf("--batch-size %d: must be at least 1", c.cfg.BatchSize)
+	case c.cfg.BatchSize < 1 || c.cfg.BatchSize > batchstore.MaxBatchSize:
+		return fmt.Errorf("--batch-size %d: must be 1 to %d", c.cfg.BatchSize, batchstore.MaxBatchSize)
 	case c.cfg.ImageSize < 1 || c.cfg.ImageSize > 4096:
 		return fmt.Errorf("--image-size %d: must be 1 to 4096", c.cfg.ImageSize)
 	case c.cfg.Epochs < 0:
 		return fmt.Errorf("--epochs %d: must be 0 (forever) or more", c.cfg.Epochs)
-	case c.cfg.Workers < 0:
-		return fmt.Errorf("--workers %d: must be 0 (one per core) or more", c.cfg.Workers)
+	case c.cfg.Workers < 0 || c.cfg.Workers > maxWorkers:
+		return fmt.Errorf("--workers %d: must be 0 (one per core) to %d", c.cfg.Workers, maxWorkers)
 	case c.storage != "auto" && c.storage != "tmpfs" && c.storage != "memfd":
 		return fmt.Errorf("--storage %q: want auto, tmpfs or memfd", c.storage)
 	case c.passthrough != "auto" && c.passthrough != "off":
@@ -170,8 +171,8 @@ func (c *mountCommand) validate() error {
 		return fmt.Errorf("--decoder %q: want auto, turbo or go", c.cfg.Decoder)
 	case c.join != "any" && c.join != "epoch":
 		return fmt.Errorf("--join %q: want any or epoch", c.join)
-	case c.eviction.Timeout <= 0:
-		return fmt.Errorf("--consumer-timeout %s: must be positive", c.eviction.Timeout)
+	case c.eviction.Timeout < time.Millisecond:
+		return fmt.Errorf("--consumer-timeout %s: must be at least 1ms", c.eviction.Timeout)
 	}
 	if _, err := batchstore.ParseStraggler(string(c.eviction.Straggler)); err != nil {
 		return fmt.Errorf("--straggler: %w", err)

@@ -1,0 +1,83 @@
+package batchstore
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestIntegersAtTheirLimits: batch sizes near 2^63 are refused, not
+// wrapped into small ones, even where the buffer is as large as an
+// int64 allows.
+func TestIntegersAtTheirLimits(t *testing.T) {
+	s := New(Config{Limit: math.MaxInt64, BatchSize: 1})
+	if err := s.Join("c"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{math.MaxInt, math.MaxInt - 1, 1 << 62, MaxBatchSize + 1, 0, -1, math.MinInt} {
+		if err := s.SetBatchSize("c", n); !errors.Is(err, ErrBadBatchSize) {
+			t.Errorf("SetBatchSize(%d): %v, want ErrBadBatchSize", n, err)
+		}
+	}
+	if err := s.SetBatchSize("c", MaxBatchSize); err != nil {
+		t.Errorf("SetBatchSize(MaxBatchSize): %v", err)
+	}
+	if got, _ := s.BatchSize("c"); got != MaxBatchSize {
+		t.Errorf("batch size %d after the refusals, want %d", got, MaxBatchSize)
+	}
+	if big := New(Config{Limit: 1 << 30, BatchSize: math.MaxInt}); big.cfg.BatchSize != MaxBatchSize {
+		t.Errorf("New keeps a producer batch size of %d", big.cfg.BatchSize)
+	}
+}
+
+// TestWatchTakesAnyTimeout: a timeout of a few nanoseconds is a tick of
+// zero, which time.NewTicker refuses with a panic.
+func TestWatchTakesAnyTimeout(t *testing.T) {
+	for _, d := range []time.Duration{1, 3, 7} {
+		s := New(Config{Limit: 1 << 20})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.Watch(ctx, Eviction{Timeout: d})
+		}()
+		cancel()
+		<-done
+	}
+}
+
+// FuzzSetBatchSize: any value written to consumers/NAME/batch_size (as
+// the file system parses it), against any buffer and producer batch
+// size, is refused or leaves a batch size whose spans fit the buffer.
+func FuzzSetBatchSize(f *testing.F) {
+	f.Add("3", int64(1<<20), 4)
+	f.Add("9223372036854775807", int64(math.MaxInt64), 1)
+	f.Add("16777216", int64(1<<40), 16777216)
+	f.Add("-1", int64(1), -5)
+	f.Fuzz(func(t *testing.T, value string, limit int64, producerBatch int) {
+		n, err := strconv.Atoi(strings.TrimSpace(value))
+		if err != nil || limit < 1 {
+			return
+		}
+		s := New(Config{Limit: limit, BatchSize: producerBatch})
+		if err := s.Join("c"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetBatchSize("c", n); err != nil {
+			if !errors.Is(err, ErrBadBatchSize) {
+				t.Fatalf("SetBatchSize(%d): %v", n, err)
+			}
+			return
+		}
+		spans := big.NewInt(int64((n-1)/s.cfg.BatchSize + 2))
+		bytes := new(big.Int).Mul(spans, big.NewInt(s.fullBatchBytes()))
+		if n < 1 || n > MaxBatchSize || bytes.Cmp(big.NewInt(limit)) > 0 {
+			t.Fatalf("batch size %d accepted with a %d-byte buffer and producer batches of %d", n, limit, s.cfg.BatchSize)
+		}
+	})
+}
