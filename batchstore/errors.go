@@ -20,6 +20,9 @@ var (
 	ErrEvicted = errors.New("consumer evicted")
 	// ErrBusy: the consumer already started reading.
 	ErrBusy = errors.New("consumer already reading")
+	// ErrProducerFailed: the producer stopped on an error before making
+	// the batch waited for (not the end of the data).
+	ErrProducerFailed = errors.New("the producer failed")
 	// ErrBadBatchSize: a batch size that is not allowed.
 	ErrBadBatchSize = errors.New("invalid batch size")
 	// ErrBadName: a consumer name that is not allowed.

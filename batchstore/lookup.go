@@ -151,6 +151,9 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 			}
 			return ref, nil
 		}
+		if s.failure != nil {
+			return Ref{}, fmt.Errorf("lookup %s/%d: %w: %v", name, local, ErrProducerFailed, s.failure)
+		}
 		if s.finished {
 			return Ref{}, fmt.Errorf("lookup %s/%d: the producer has stopped: %w", name, local, ErrNotFound)
 		}

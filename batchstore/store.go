@@ -66,6 +66,7 @@ type Store struct {
 	nextSeq   uint64
 	samples   uint64 // samples published: the next batch's first sample
 	finished  bool   // the producer will publish nothing more
+	failure   error  // the producer stopped on this error: nothing more comes
 	closed    bool
 	held      map[uint64]*batch
 	epochs    map[int]*epochMark
@@ -182,6 +183,16 @@ func (s *Store) Finish() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.finished = true
+	s.broadcast()
+}
+
+// Fail says the producer stopped on err and will publish nothing more:
+// what is held stays readable, and waiters past it get ErrProducerFailed,
+// never the ErrNotFound that means the end of the data.
+func (s *Store) Fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failure = err
 	s.broadcast()
 }
 

@@ -395,3 +395,38 @@ func TestJoinerStartsAtTheOldestWholeEpoch(t *testing.T) {
 		t.Fatalf("batch 4 after two epochs: %v, want ErrNotFound", err)
 	}
 }
+
+// TestOnlyFinishIsTheEndOfData: a waiter past the held batches gets
+// ErrNotFound (the end of its stream) only from Finish; a failed or shut
+// down producer gives it an error, and what is held stays readable after
+// a failure.
+func TestOnlyFinishIsTheEndOfData(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stop func(*Store)
+		want error
+	}{
+		{"finish", (*Store).Finish, ErrNotFound},
+		{"fail", func(s *Store) { s.Fail(errors.New("disk gone")) }, ErrProducerFailed},
+		{"shutdown", (*Store).Shutdown, ErrClosed},
+	} {
+		s := New(Config{Limit: 1000})
+		mustJoin(t, s, "a")
+		publish(t, s, 10, 0, 0)
+		got := make(chan error, 1)
+		go func() {
+			_, err := s.Lookup(context.Background(), "a", 1, 1)
+			got <- err
+		}()
+		waitUntil(t, func() bool { return s.Snapshot().Consumers[0].Waiting })
+		tc.stop(s)
+		if err := <-got; !errors.Is(err, tc.want) {
+			t.Errorf("%s: the waiter got %v, want %v", tc.name, err, tc.want)
+		}
+		if tc.name != "shutdown" {
+			if _, err := s.Lookup(context.Background(), "a", 0, 1); err != nil {
+				t.Errorf("%s: the held batch: %v", tc.name, err)
+			}
+		}
+	}
+}

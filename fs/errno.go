@@ -23,8 +23,8 @@ func errno(err error) syscall.Errno {
 		return syscall.EEXIST
 	case errors.Is(err, batchstore.ErrInterrupted):
 		return syscall.EINTR
-	case errors.Is(err, batchstore.ErrEvicted):
-		return syscall.EIO // the consumer's status says why
+	case errors.Is(err, batchstore.ErrEvicted), errors.Is(err, batchstore.ErrProducerFailed):
+		return syscall.EIO // the consumer's status (or status) says why
 	case errors.Is(err, batchstore.ErrBusy), errors.Is(err, batchstore.ErrWriting):
 		return syscall.EBUSY
 	case errors.Is(err, batchstore.ErrBadName), errors.Is(err, batchstore.ErrBadBatchSize), errors.Is(err, errBadValue),

@@ -105,9 +105,10 @@ type task struct {
 
 // Run produces every epoch, then tells the store it is finished. It
 // returns when done, when ctx ends, or on a failure that stops the
-// pipeline (no decodable sample at all).
+// pipeline (no decodable sample at all). Only the first is the end of the
+// data: readers waiting for more get ENOENT then, and an error otherwise
+// (a shutdown, a failure), so that no reader takes those for the end.
 func (p *Producer) Run(ctx context.Context) error {
-	defer p.store.Finish()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sampleBytes := 3 * p.cfg.ImageSize * p.cfg.ImageSize
@@ -140,13 +141,17 @@ func (p *Producer) Run(ctx context.Context) error {
 	if err == nil {
 		err = dispatchErr
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, batchstore.ErrInterrupted) || errors.Is(err, batchstore.ErrClosed) {
+	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, batchstore.ErrInterrupted) || errors.Is(err, batchstore.ErrClosed):
+		p.store.Shutdown()
 		return nil
-	}
-	if err != nil {
+	case err != nil:
 		p.stats.fail(err)
+		p.store.Fail(err)
+		return err
 	}
-	return err
+	p.store.Finish()
+	return nil
 }
 
 // dispatch emits samples in order, each with a free buffer, for as long

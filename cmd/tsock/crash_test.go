@@ -121,3 +121,65 @@ func TestKilledDaemonLeavesNoBatchMount(t *testing.T) {
 		t.Errorf("left in the daemon's TMPDIR: %s", e.Name())
 	}
 }
+
+// TestShutdownIsNeverTheEndOfData: readers blocked in open() when the
+// daemon gets SIGTERM fail with an error, never the ENOENT that says a
+// consumer's stream is complete; the Python client raises.
+func TestShutdownIsNeverTheEndOfData(t *testing.T) {
+	one := producer.DataStart + 4*(16+3*32*32)
+	d := startDaemon(t, "--source", "synthetic:100", "--batch-size", "4", "--image-size", "32", "--epochs", "1",
+		"--buffer", fmt.Sprint(one+one/2))
+	for _, name := range []string{"holder", "go"} {
+		if err := os.Mkdir(filepath.Join(d.dir, "consumers", name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// holder keeps batch 0 open, so the producer waits for room and batch
+	// 1 never comes: readers of it block in open().
+	held, err := os.Open(filepath.Join(d.dir, "consumers", "holder", fs.BatchName(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	blocked := make(chan error, 1)
+	go func() {
+		f, err := os.Open(filepath.Join(d.dir, "consumers", "go", fs.BatchName(1)))
+		if err == nil {
+			f.Close()
+		}
+		blocked <- err
+	}()
+	client, err := filepath.Abs("../../scripts/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := exec.Command(python, "-c", `
+import sys; sys.path.insert(0, sys.argv[1]); import tsock
+c = tsock.Consumer(sys.argv[2], name="py")
+n = 0
+try:
+    for b in c:
+        n += 1
+        b = None
+except tsock.TsockError as e:
+    print("raised:", e); sys.exit(0)
+print("the stream ended after", n, "batches"); sys.exit(1)`, client, d.dir)
+	out := &strings.Builder{}
+	py.Stdout, py.Stderr = out, out
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "both readers are blocked on batch 1", func() bool {
+		st := readFile(t, filepath.Join(d.dir, "status"))
+		py, err := os.ReadFile(filepath.Join(d.dir, "consumers", "py", "status"))
+		return err == nil && strings.Contains(st, "buffer full") && strings.Contains(string(py), "state: waiting") &&
+			strings.Contains(readFile(t, filepath.Join(d.dir, "consumers", "go", "status")), "state: waiting")
+	})
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-blocked; err == nil || errors.Is(err, syscall.ENOENT) {
+		t.Errorf("a reader blocked at shutdown got %v, want an error other than ENOENT", err)
+	}
+	if err := py.Wait(); err != nil {
+		t.Errorf("the Python client did not raise: %v\n%s", err, out)
+	}
+}

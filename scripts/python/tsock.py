@@ -278,8 +278,12 @@ class Consumer:
                 state = self.status().get("state", "")
                 if state.startswith("evicted"):
                     raise TsockError(f"consumer {self.name} was {state}") from None
-            if e.errno in (errno.ENOTCONN, errno.ECONNABORTED):
-                raise TsockError(f"{self.mount}: the tsock daemon is gone ({e.strerror})") from None
+                state = _read_status(os.path.join(self.mount, "status"), self.mount).get("state", "")
+                if state.startswith("failed"):
+                    raise TsockError(f"{self.mount}: the producer {state}") from None
+            if e.errno in _GONE:
+                raise TsockError(f"{self.mount}: the tsock daemon is stopping or gone ({e.strerror}): "
+                                 f"consumer {self.name} did not reach its end") from None
             raise TsockError(f"consumer {self.name}: open {path}: {e.strerror}") from None
         self._next += 1
         self.epoch, self.meta = b.epoch, b.meta
