@@ -127,7 +127,19 @@ const maxFileSize = 256 << 20
 // readFile reads a regular file into *buf, growing it as needed. It uses
 // the system calls directly: an os.File per image would be garbage.
 func readFile(path string, buf *[]byte) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	// The daemon runs as root over folders anyone may have written: open
+	// nothing but regular files (a device's open can act), and nothing
+	// that can block (a FIFO's open waits for a writer forever; one that
+	// appears after the stat opens at once with O_NONBLOCK, then fails
+	// the fstat below).
+	var pre unix.Stat_t
+	if err := unix.Stat(path, &pre); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if pre.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("not a regular file (mode %#o)", pre.Mode&unix.S_IFMT)
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}

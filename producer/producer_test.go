@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
@@ -145,8 +146,12 @@ func produceWith(t *testing.T, p *producer.Producer, store *batchstore.Store) []
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	var out []*producer.Batch
+	// A producer stalled on a file (a FIFO) fails the test instead of
+	// hanging it.
+	stalled, stop := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer stop()
 	for i := uint64(0); ; i++ {
-		ref, err := store.Lookup(context.Background(), "c", i, 1)
+		ref, err := store.Lookup(stalled, "c", i, 1)
 		if errors.Is(err, batchstore.ErrNotFound) {
 			break
 		}

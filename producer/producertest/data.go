@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/tsock/tsock/producer"
+
+	"golang.org/x/sys/unix"
 )
 
 // Folder writes n small JPEGs in classes classes under a new temp dir.
@@ -51,6 +53,24 @@ func BadFiles(t testing.TB, dir, class string) (bad []string, tiny string) {
 		t.Fatal(err)
 	}
 	bad = append(bad, dangling)
+	// Hostile entries a root daemon must not be stalled or fooled by: a
+	// FIFO (its open would wait for a writer forever), a device, a
+	// symlink loop, a sparse file, a file it may read but no user should.
+	fifo := filepath.Join(d, "zz-fifo.jpg")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loop := filepath.Join(d, "zz-loop.jpg")
+	for _, l := range [][2]string{{"/dev/zero", "zz-device.jpg"}, {loop, "zz-loop.jpg"}, {"/etc/shadow", "zz-shadow.jpg"}} {
+		if err := os.Symlink(l[0], filepath.Join(d, l[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sparse := write("zz-sparse.jpg", nil)
+	if err := os.Truncate(sparse, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	bad = append(bad, fifo, filepath.Join(d, "zz-device.jpg"), loop, filepath.Join(d, "zz-shadow.jpg"), sparse)
 	var buf bytes.Buffer
 	png.Encode(&buf, image.NewGray(image.Rect(0, 0, 1, 1)))
 	tiny = write("zz-tiny.png", buf.Bytes())
