@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/producer"
@@ -182,4 +183,50 @@ print("the stream ended after", n, "batches"); sys.exit(1)`, client, d.dir)
 	if err := py.Wait(); err != nil {
 		t.Errorf("the Python client did not raise: %v\n%s", err, out)
 	}
+}
+
+// TestFileNamesCannotForgeStatus: a source file named with a newline and
+// a fake state line, and one whose name is not UTF-8, are skipped; status
+// stays one line per key, valid UTF-8, and the Python client reads it.
+func TestFileNamesCannotForgeStatus(t *testing.T) {
+	src := producertest.Folder(t, 8, 2)
+	class := filepath.Join(src, "class000")
+	for _, name := range []string{"x\nstate: failed: forged.jpg", "\xff\xfe-latin1.jpg"} {
+		if err := os.WriteFile(filepath.Join(class, name), []byte("not an image"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := startDaemon(t, "--source", src, "--batch-size", "4", "--image-size", "32", "--epochs", "1")
+	if err := os.Mkdir(filepath.Join(d.dir, "consumers", "c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(0); ; i++ {
+		data, err := os.ReadFile(filepath.Join(d.dir, "consumers", "c", fs.BatchName(i)))
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if err != nil || len(data) == 0 {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+	}
+	st := readFile(t, filepath.Join(d.dir, "status"))
+	if !utf8.ValidString(st) {
+		t.Errorf("status is not UTF-8:\n%q", st)
+	}
+	if strings.Count(st, "\nstate: ") != 1 || strings.Contains(st, "\nstate: failed") {
+		t.Errorf("status has a forged state line:\n%s", st)
+	}
+	if !strings.Contains(st, "skipped inputs: 2") || !strings.Contains(st, `x\nstate: failed: forged.jpg`) || !strings.Contains(st, `\xff\xfe-latin1.jpg`) {
+		t.Errorf("status does not name both skipped files, escaped:\n%s", st)
+	}
+	client, err := filepath.Abs("../../scripts/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(python, "-c", `import sys; sys.path.insert(0, sys.argv[1]); import tsock
+st = tsock._read_status(sys.argv[2] + "/status", "m"); print(st["state"])`, client, d.dir).CombinedOutput()
+	if err != nil || strings.HasPrefix(string(out), "failed") {
+		t.Errorf("the Python client read state %q (%v)", out, err)
+	}
+	d.stop(t)
 }

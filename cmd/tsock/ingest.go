@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,7 +39,7 @@ func (f ingestFiles) Status() ([]byte, error) {
 	fmt.Fprintf(&b, "published: %d batches, %s\n", st.Published, humanize.IBytes(uint64(st.PublishedBytes)))
 	fmt.Fprintf(&b, "refused: %d\n", st.Refused)
 	if st.LastRefusal != "" {
-		fmt.Fprintf(&b, "last refusal: %s\n", oneLine(st.LastRefusal))
+		fmt.Fprintf(&b, "last refusal: %s\n", printable(st.LastRefusal))
 	}
 	fmt.Fprintf(&b, "skipped samples: %d\n", st.Skipped)
 	if len(st.RecentSkips) > 0 {
@@ -67,5 +68,11 @@ func (c *mountCommand) ingestModeName() string {
 // ingestDescription is the source line for --ingest.
 func (c *mountCommand) ingestDescription() string { return "ingest, " + c.ingestModeName() }
 
-// oneLine keeps a message on one status line.
-func oneLine(s string) string { return strings.NewReplacer("\n", `\n`, "\r", `\r`).Replace(s) }
+// printable escapes what status files print that came from outside (file
+// names, error messages): control characters, newlines included, and
+// bytes that are not UTF-8 become Go escapes, so that no name can add a
+// line or make a reader's UTF-8 decoding fail.
+func printable(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,13 @@ import (
 // all of them read the same samples, byte for byte, where they overlap.
 func TestLateJoinersOwnSizesAndACrash(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("schedule seed %d", seed)
+	if s := os.Getenv("TSOCK_TEST_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("TSOCK_TEST_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("TSOCK_TEST_SEED=%d replays this schedule", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	src := producertest.Folder(t, 37, 3)
 	folder, err := producer.ScanFolder(src)
@@ -42,21 +49,25 @@ func TestLateJoinersOwnSizesAndACrash(t *testing.T) {
 	runs := []*run{{name: "first", size: batch}}
 	runs[0].cmd, runs[0].out = consumeSized(t, d, "first", 0)
 	// The victim maps a batch and is killed while the others go on.
+	// startVictim returns once it has mapped its batch; it then waits on
+	// its stdin, so that only the kill ends it.
 	victimDir := filepath.Join(d.dir, "consumers", "victim")
-	os.Mkdir(victimDir, 0o755)
-	victim := exec.Command(os.Args[0], "-test.run=^$")
-	victim.Env = append(os.Environ(), "TSOCK_TEST_VICTIM="+filepath.Join(victimDir, "000000.safetensors"))
-	if err := victim.Start(); err != nil {
+	if err := os.Mkdir(victimDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	victim := startVictim(t, filepath.Join(victimDir, "000000.safetensors"))
 	for i, size := range []int{batch, 4, 16, 5} {
 		waitPosition(t, d, "first", rng.IntN(2*37/batch))
 		r := &run{name: fmt.Sprintf("late%d", i), size: size}
 		r.cmd, r.out = consumeSized(t, d, r.name, size)
 		runs = append(runs, r)
 		if i == 1 {
-			victim.Process.Kill()
-			victim.Wait()
+			if err := victim.Process.Kill(); err != nil {
+				t.Fatalf("the victim was gone before its kill: %v", err)
+			}
+			if err := victim.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+				t.Fatalf("the victim ended by itself (%v), not by the kill", err)
+			}
 		}
 	}
 	var streams [][][]byte // per consumer: every sample's index and image

@@ -225,7 +225,7 @@ func (c *mountCommand) Run(ctx context.Context) error {
 		go func() { <-ctx.Done(); produced <- nil }()
 	} else {
 		fmt.Fprintf(c.stdout, "tsock: mounted %s: %s, %d samples in %d classes; %s\n", c.mounted.Dir,
-			c.cfg.Source.Describe(), c.cfg.Source.Len(), len(c.cfg.Source.Classes()), c.mounted.SharedPath())
+			printable(c.cfg.Source.Describe()), c.cfg.Source.Len(), len(c.cfg.Source.Classes()), c.mounted.SharedPath())
 		go func() { produced <- c.producer.Run(ctx) }()
 	}
 	go c.rate.run(ctx)

@@ -40,11 +40,11 @@ func (c *mountCommand) status() ([]byte, error) {
 		ps := c.producer.Stats().Snapshot()
 		fmt.Fprintf(&b, "skipped inputs: %d\n", ps.Skipped)
 		for _, s := range ps.RecentSkips {
-			fmt.Fprintf(&b, "  skipped: %s\n", s)
+			fmt.Fprintf(&b, "  skipped: %s\n", printable(s))
 		}
 	}
 	if snap.FreeErrors > 0 {
-		fmt.Fprintf(&b, "free errors: %d (last: %s)\n", snap.FreeErrors, snap.LastFreeError)
+		fmt.Fprintf(&b, "free errors: %d (last: %s)\n", snap.FreeErrors, printable(snap.LastFreeError))
 	}
 	fmt.Fprintf(&b, "consumers: %d\n", len(snap.Consumers))
 	for _, cs := range snap.Consumers {
@@ -80,7 +80,7 @@ func (c *mountCommand) ingestStatus(b *strings.Builder, snap batchstore.Snapshot
 func (c *mountCommand) producerStatus(b *strings.Builder, snap batchstore.Snapshot) {
 	ps := c.producer.Stats().Snapshot()
 	cfg := c.cfg
-	fmt.Fprintf(b, "source: %s\n", cfg.Source.Describe())
+	fmt.Fprintf(b, "source: %s\n", printable(cfg.Source.Describe()))
 	fmt.Fprintf(b, "samples: %d\n", cfg.Source.Len())
 	fmt.Fprintf(b, "classes: %d\n", len(cfg.Source.Classes()))
 	fmt.Fprintf(b, "transform: %s, %dx%d %s, batch size %d, seed %d, %d workers\n",
@@ -97,7 +97,7 @@ func (c *mountCommand) producerStatus(b *strings.Builder, snap batchstore.Snapsh
 func producerState(snap batchstore.Snapshot, failure string) string {
 	switch {
 	case failure != "":
-		return "failed: " + failure
+		return "failed: " + printable(failure)
 	case snap.Finished:
 		return "stopped"
 	case snap.ProducerIdle:

@@ -177,7 +177,8 @@ def _parse(path, m, size):
 def _read_status(path, what):
     """A status file as a dict of its "key: value" lines."""
     try:
-        with open(path) as f:
+        # tsock escapes what it prints; a non-UTF-8 byte must still not stop a reader.
+        with open(path, errors="backslashreplace") as f:
             text = f.read()
     except OSError as e:
         raise TsockError(f"{what}: status unreadable ({e.strerror}): did it leave, or the mount go?") from None
