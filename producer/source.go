@@ -30,7 +30,7 @@ func Open(spec string) (Source, error) {
 	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
 		n, err := strconv.Atoi(rest)
 		if err != nil || n <= 0 || n > maxSynthetic {
-			return nil, fmt.Errorf("source %q: synthetic:N needs a whole number of images from 1 to %d", spec, maxSynthetic)
+			return nil, fmt.Errorf("source %q: synthetic:N needs a positive whole number of images, at most %d", spec, maxSynthetic)
 		}
 		return NewSynthetic(n, 10), nil
 	}
