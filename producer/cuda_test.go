@@ -2,7 +2,6 @@ package producer_test
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,14 +30,6 @@ type cudaJSON struct {
 			Offset, Bytes int64
 		} `json:"segments"`
 	} `json:"tensors"`
-}
-
-func int64Bytes(v []int64) []byte {
-	b := make([]byte, 8*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
-	}
-	return b
 }
 
 // Every batch's tensors are on the GPU where its .cuda file says, for a
@@ -154,7 +145,7 @@ func checkOnGPU(d *gputest.Driver, pool *gpu.Pool, files batchfile.CUDAFiles,
 	if cf.Device != gputest.FakeUUID(0) || cf.Samples != ref.Samples || cf.Epoch != b.Epoch || cf.Batch != b.Index {
 		return errorf("header %+v for a batch of %d samples, epoch %d, index %d", cf, ref.Samples, b.Epoch, b.Index)
 	}
-	want := map[string][]byte{"labels": int64Bytes(b.Labels), "indices": int64Bytes(b.Indices), "images": b.Images}
+	want := map[string][]byte{"labels": batchfile.Int64s(b.Labels...), "indices": batchfile.Int64s(b.Indices...), "images": b.Images}
 	if len(cf.Tensors) != len(want) {
 		return errorf("%d tensors in the .cuda file, want %d", len(cf.Tensors), len(want))
 	}

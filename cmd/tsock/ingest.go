@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -67,12 +66,3 @@ func (c *mountCommand) ingestModeName() string {
 
 // ingestDescription is the source line for --ingest.
 func (c *mountCommand) ingestDescription() string { return "ingest, " + c.ingestModeName() }
-
-// printable escapes what status files print that came from outside (file
-// names, error messages): control characters, newlines included, and
-// bytes that are not UTF-8 become Go escapes, so that no name can add a
-// line or make a reader's UTF-8 decoding fail.
-func printable(s string) string {
-	q := strconv.Quote(s)
-	return q[1 : len(q)-1]
-}

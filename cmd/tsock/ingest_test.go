@@ -22,14 +22,6 @@ import (
 	"github.com/tsock/tsock/producer/batchfile"
 )
 
-func le64(v ...int64) []byte {
-	b := make([]byte, 8*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
-	}
-	return b
-}
-
 // sampleBatch is a batch of the given dataset indices: x holds each
 // index as 4 float32 bytes, tok is ragged (index%3 int16 values, each
 // the index), indices are the indices.
@@ -47,8 +39,8 @@ func sampleBatch(t *testing.T, meta map[string]string, idx ...int64) []byte {
 	data, err := batchfile.Build(meta, []batchfile.TensorData{
 		{Name: "x", Dtype: "F32", Shape: []int64{int64(len(idx))}, Data: x},
 		{Name: "tok", Dtype: "I16", Shape: []int64{off[len(off)-1]}, Data: tok},
-		{Name: "tok.offsets", Dtype: "I64", Shape: []int64{int64(len(off))}, Data: le64(off...)},
-		{Name: "indices", Dtype: "I64", Shape: []int64{int64(len(idx))}, Data: le64(idx...)},
+		{Name: "tok.offsets", Dtype: "I64", Shape: []int64{int64(len(off))}, Data: batchfile.Int64s(off...)},
+		{Name: "indices", Dtype: "I64", Shape: []int64{int64(len(idx))}, Data: batchfile.Int64s(idx...)},
 	}, batchfile.PageSize) // room for tsock's metadata: published as written
 	if err != nil {
 		t.Fatal(err)
@@ -446,7 +438,7 @@ func TestIngestedBatchesOnTheGPU(t *testing.T) {
 			ct := cf.tensor(tn.Name)
 			var got []byte
 			if tn.Name == "tok.offsets" {
-				got = le64(ct.Values...)
+				got = batchfile.Int64s(ct.Values...)
 			}
 			for _, s := range ct.Segments {
 				part := make([]byte, s.Bytes)

@@ -132,10 +132,11 @@ func (c *mountCommand) checkMode(f *pflag.FlagSet) error {
 			return usagef("--%s is for the built-in pipeline (--source), not --ingest", name)
 		}
 	}
+	samplesLimit := maxSamples()
 	switch {
-	case c.ingestCfg.Samples < 0 || int64(c.ingestCfg.Samples) > maxSamples():
+	case c.ingestCfg.Samples < 0 || int64(c.ingestCfg.Samples) > samplesLimit:
 		return usagef("--samples %d: must be 0 (unordered) to %d: the order takes 16 bytes a sample, and no more than half this machine's memory",
-			c.ingestCfg.Samples, maxSamples())
+			c.ingestCfg.Samples, samplesLimit)
 	case c.order != "shuffle" && c.order != "sequential":
 		return usagef("--order %q: want shuffle or sequential", c.order)
 	case f.Changed("order") && c.ingestCfg.Samples == 0:

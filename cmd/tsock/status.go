@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -166,4 +167,13 @@ func (m *rateMeter) rates() (recent, overall float64) {
 		}
 	}
 	return recent, overall
+}
+
+// printable escapes what status files print that came from outside (file
+// names, error messages): control characters, newlines included, and
+// bytes that are not UTF-8 become Go escapes, so that no name can add a
+// line or make a reader's UTF-8 decoding fail.
+func printable(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }

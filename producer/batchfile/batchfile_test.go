@@ -11,21 +11,13 @@ import (
 	"github.com/tsock/tsock/producer/batchfile"
 )
 
-func i64s(v ...int64) []byte {
-	b := make([]byte, 8*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
-	}
-	return b
-}
-
 // ragged is a 3-sample batch: labels, and tokens of lengths 2, 0, 3.
 func ragged(t *testing.T, first int64) []byte {
 	t.Helper()
 	data, err := batchfile.Build(map[string]string{"who": "test"}, []batchfile.TensorData{
-		{Name: "labels", Dtype: "I64", Shape: []int64{3}, Data: i64s(first, first+1, first+2)},
+		{Name: "labels", Dtype: "I64", Shape: []int64{3}, Data: batchfile.Int64s(first, first+1, first+2)},
 		{Name: "tokens", Dtype: "I32", Shape: []int64{5, 2}, Data: bytes.Repeat([]byte{byte(first)}, 40)},
-		{Name: "tokens.offsets", Dtype: "I64", Shape: []int64{4}, Data: i64s(0, 2, 2, 5)},
+		{Name: "tokens.offsets", Dtype: "I64", Shape: []int64{4}, Data: batchfile.Int64s(0, 2, 2, 5)},
 	}, 8)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +68,7 @@ func TestBadBatchesAreRefused(t *testing.T) {
 		"truncated":        {good[:len(good)-1], "bytes of data"},
 		"trailing bytes":   {append(append([]byte(nil), good...), 0), "bytes of data"},
 		"bad dtype":        {withJSON(strings.Replace(js, `"I32"`, `"Q32"`, 1)), "dtype"},
-		"dims disagree":    {unchecked(t, []int64{4}, i64s(1, 2, 3, 4)), "samples"},
+		"dims disagree":    {unchecked(t, []int64{4}, batchfile.Int64s(1, 2, 3, 4)), "samples"},
 		"offsets past end": {withJSON(strings.Replace(js, `[0,24]`, `[0,99]`, 1)), "bytes"},
 		"duplicate":        {withJSON(strings.Replace(js, `"tokens.offsets"`, `"labels"`, 1)), "twice"},
 		"unknown field":    {withJSON(strings.Replace(js, `"dtype":"I64"`, `"dtyp":"I64","dtype":"I64"`, 1)), "unknown field"},
@@ -92,7 +84,7 @@ func TestBadBatchesAreRefused(t *testing.T) {
 		})
 	}
 	// Offsets that decrease, or do not end at the ragged tensor's length.
-	for name, off := range map[string][]byte{"decreasing": i64s(0, 3, 2, 5), "short": i64s(0, 2, 2, 4), "negative start": i64s(-1, 2, 2, 5)} {
+	for name, off := range map[string][]byte{"decreasing": batchfile.Int64s(0, 3, 2, 5), "short": batchfile.Int64s(0, 2, 2, 4), "negative start": batchfile.Int64s(-1, 2, 2, 5)} {
 		bad := append([]byte(nil), good...)
 		copy(bad[len(bad)-32:], off)
 		if _, err := batchfile.ParseBytes(bad); !errors.Is(err, batchfile.ErrInvalid) || !strings.Contains(err.Error(), "offsets") {
@@ -129,9 +121,9 @@ func TestCutMatchesAnOracle(t *testing.T) {
 			ss = append(ss, sample{int64(100*b + i), tk})
 		}
 		data, err := batchfile.Build(nil, []batchfile.TensorData{
-			{Name: "labels", Dtype: "I64", Shape: []int64{int64(n)}, Data: i64s(labels...)},
+			{Name: "labels", Dtype: "I64", Shape: []int64{int64(n)}, Data: batchfile.Int64s(labels...)},
 			{Name: "tokens", Dtype: "F32", Shape: []int64{offs[n]}, Data: toks},
-			{Name: "tokens.offsets", Dtype: "I64", Shape: []int64{int64(n + 1)}, Data: i64s(offs...)},
+			{Name: "tokens.offsets", Dtype: "I64", Shape: []int64{int64(n + 1)}, Data: batchfile.Int64s(offs...)},
 		}, batchfile.PageSize)
 		if err != nil {
 			t.Fatal(err)
@@ -189,9 +181,9 @@ func TestCutMatchesAnOracle(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	seed := func(first int64) []byte {
 		data, _ := batchfile.Build(map[string]string{"epoch": "0"}, []batchfile.TensorData{
-			{Name: "labels", Dtype: "I64", Shape: []int64{2}, Data: i64s(first, first+1)},
+			{Name: "labels", Dtype: "I64", Shape: []int64{2}, Data: batchfile.Int64s(first, first+1)},
 			{Name: "x", Dtype: "U8", Shape: []int64{3}, Data: []byte{1, 2, 3}},
-			{Name: "x.offsets", Dtype: "I64", Shape: []int64{3}, Data: i64s(0, 1, 3)},
+			{Name: "x.offsets", Dtype: "I64", Shape: []int64{3}, Data: batchfile.Int64s(0, 1, 3)},
 		}, 8)
 		return data
 	}

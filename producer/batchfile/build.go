@@ -1,6 +1,9 @@
 package batchfile
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // TensorData is a tensor and its bytes, for Build.
 type TensorData struct {
@@ -27,4 +30,14 @@ func Build(meta map[string]string, tensors []TensorData, align int64) ([]byte, e
 		return nil, fmt.Errorf("build: %w", err)
 	}
 	return out, nil
+}
+
+// Int64s is the data of an I64 tensor holding v: little-endian, as
+// safetensors stores it (offsets, indices).
+func Int64s(v ...int64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+	}
+	return b
 }

@@ -60,7 +60,7 @@ func cut(parts []Part, meta map[string]string, dataStart int64) (*Composite, err
 	}
 	for _, t := range plan {
 		if t.values != nil {
-			data := t.encodedValues()
+			data := Int64s(t.values...)
 			add(extent{data: data, n: int64(len(data))})
 			continue
 		}

@@ -1,9 +1,6 @@
 package batchfile
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "fmt"
 
 // cutTensor is one tensor of a file cut from parts: either runs of the
 // parts' data, or offsets made anew (a ragged tensor's companion).
@@ -29,15 +26,6 @@ func (t *cutTensor) bytes() int64 {
 		n += r.n
 	}
 	return n
-}
-
-// encodedValues is values as little-endian int64s.
-func (t *cutTensor) encodedValues() []byte {
-	buf := make([]byte, 8*len(t.values))
-	for i, v := range t.values {
-		binary.LittleEndian.PutUint64(buf[8*i:], uint64(v))
-	}
-	return buf
 }
 
 // planCut lays out the tensors of a cut of parts, in the first part's

@@ -535,9 +535,7 @@ class Producer:
             with open(os.path.join(self.dir, "next")) as f:
                 return int(f.read())
         except OSError as e:
-            if e.errno in _GONE:
-                raise MountClosed(f"{self.mount}: the tsock daemon stopped ({e.strerror})") from None
-            raise TsockError(f"{self.mount}: read ingest/next: {e.strerror}") from None
+            raise self._error(e, "read ingest/next") from None
 
     def order(self):
         """(epoch, position, [dataset indices]) to make next; blocks.
@@ -546,17 +544,18 @@ class Producer:
             with open(os.path.join(self.dir, "order")) as f:
                 vals = f.read().split()
         except OSError as e:
-            if e.errno in _GONE:
-                raise MountClosed(f"{self.mount}: the tsock daemon stopped ({e.strerror})") from None
-            raise TsockError(f"{self.mount}: read ingest/order: {e.strerror}") from None
+            raise self._error(e, "read ingest/order") from None
         epoch, position, count, self.epoch_length = (int(v) for v in vals[:4])
         return epoch, position, [int(v) for v in vals[4 : 4 + count]]
 
     def skip(self, indices):
         """The next indices of the order could not be made."""
         if indices:
-            with open(os.path.join(self.dir, "skip"), "w") as f:
-                f.write(" ".join(str(int(i)) for i in indices) + "\n")
+            try:
+                with open(os.path.join(self.dir, "skip"), "w") as f:
+                    f.write(" ".join(str(int(i)) for i in indices) + "\n")
+            except OSError as e:
+                raise self._error(e, "write ingest/skip") from None
 
     def publish(self, batch, epoch=None, last=False, indices=None):
         """Writes batch as the next batch file. epoch marks the producer's
@@ -575,18 +574,19 @@ class Producer:
         try:
             _write_batch(path, tensors, meta)
         except OSError as e:
-            if e.errno in _GONE:
-                raise MountClosed(f"{self.mount}: the tsock daemon stopped ({e.strerror})") from None
-            raise TsockError(f"publish {path}: {e.strerror}: {self._refusal()}") from None
+            raise self._error(e, f"publish {path}") from None
         return seq
 
-    def _refusal(self):
+    def _error(self, e, what):
+        """The exception for an OSError of an ingest/ file: MountClosed when
+        the daemon stops, else the errno with ingest/status's reason."""
+        if e.errno in _GONE:
+            return MountClosed(f"{self.mount}: the tsock daemon stopped ({e.strerror})")
         try:
-            with open(os.path.join(self.dir, "status")) as f:
-                st = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line)
-            return st.get("last refusal", "see ingest/status")
-        except OSError:
-            return "ingest/status unreadable"
+            why = _read_status(os.path.join(self.dir, "status"), self.mount).get("last refusal", "see ingest/status")
+        except TsockError:
+            why = "ingest/status unreadable"
+        return TsockError(f"{self.mount}: {what}: {e.strerror}: {why}")
 
 
 def serve(mount, dataset, batch_size=256, num_workers=0, collate_fn=None, epochs=None, **dataloader_kwargs):
