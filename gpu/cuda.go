@@ -146,3 +146,83 @@ func (c *cuda) Close() error {
 	}
 	return nil
 }
+
+var _ HostMemory = (*cuda)(nil)
+
+// cuMemHostRegister flags.
+const (
+	hostRegisterReadOnly = 0x08
+)
+
+func (c *cuda) AllocHost(n int) ([]byte, error) {
+	var p unsafe.Pointer
+	if r := C.tsock_cuda_host_alloc(c.ctx, &p, C.size_t(n)); r != 0 {
+		return nil, cudaError(fmt.Sprintf("cuMemHostAlloc %d bytes", n), r)
+	}
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
+func (c *cuda) FreeHost(b []byte) error {
+	if r := C.tsock_cuda_host_free(c.ctx, unsafe.Pointer(unsafe.SliceData(b))); r != 0 {
+		return cudaError("cuMemFreeHost", r)
+	}
+	return nil
+}
+
+func (c *cuda) RegisterHost(b []byte, readOnly bool) error {
+	var flags C.unsigned
+	if readOnly {
+		flags = hostRegisterReadOnly
+	}
+	if r := C.tsock_cuda_host_register(c.ctx, unsafe.Pointer(unsafe.SliceData(b)), C.size_t(len(b)), flags); r != 0 {
+		return cudaError(fmt.Sprintf("cuMemHostRegister %d bytes", len(b)), r)
+	}
+	return nil
+}
+
+func (c *cuda) UnregisterHost(b []byte) error {
+	if r := C.tsock_cuda_host_unregister(c.ctx, unsafe.Pointer(unsafe.SliceData(b))); r != 0 {
+		return cudaError("cuMemHostUnregister", r)
+	}
+	return nil
+}
+
+// stager is a Stager on the C side's double buffer. Its C struct lives in
+// C memory: the driver keeps the pinned buffers' addresses, which Go's
+// collector must never see move.
+type stager struct {
+	c *cuda
+	s *C.tsock_stager
+}
+
+func (c *cuda) NewStager(chunk int) (Stager, error) {
+	s := (*C.tsock_stager)(C.calloc(1, C.size_t(unsafe.Sizeof(C.tsock_stager{}))))
+	if r := C.tsock_cuda_stager_new(c.ctx, s, C.size_t(chunk)); r != 0 {
+		C.free(unsafe.Pointer(s))
+		return nil, cudaError(fmt.Sprintf("staging buffers of %d bytes", chunk), r)
+	}
+	return &stager{c: c, s: s}, nil
+}
+
+func (s *stager) CopyToDevice(dst uint64, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	if r := C.tsock_cuda_stager_copy(s.c.ctx, s.s, C.tsock_devptr(dst), unsafe.Pointer(&src[0]), C.size_t(len(src))); r != 0 {
+		return cudaError(fmt.Sprintf("staged copy of %d bytes", len(src)), r)
+	}
+	return nil
+}
+
+func (s *stager) Close() error {
+	if s.s == nil {
+		return nil
+	}
+	r := C.tsock_cuda_stager_free(s.c.ctx, s.s)
+	C.free(unsafe.Pointer(s.s))
+	s.s = nil
+	if r != 0 {
+		return cudaError("free staging buffers", r)
+	}
+	return nil
+}

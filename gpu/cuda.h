@@ -26,4 +26,23 @@ int tsock_cuda_to_host(void *ctx, void *dst, tsock_devptr src, size_t n);
 int tsock_cuda_ipc_handle(void *ctx, unsigned char handle[64], tsock_devptr ptr);
 int tsock_cuda_mem_info(void *ctx, size_t *free, size_t *total);
 const char *tsock_cuda_error_name(int result);
+
+// Optional entry points (CUDA_ERROR_NOT_SUPPORTED where the driver lacks
+// them): page-locked host memory, registration of existing host memory.
+int tsock_cuda_host_alloc(void *ctx, void **p, size_t n);
+int tsock_cuda_host_free(void *ctx, void *p);
+int tsock_cuda_host_register(void *ctx, void *p, size_t n, unsigned flags);
+int tsock_cuda_host_unregister(void *ctx, void *p);
+
+// A stager copies pageable memory to the device through two page-locked
+// buffers of chunk bytes on its own stream. One copy at a time per stager.
+typedef struct {
+	void *stage[2];
+	void *event[2];
+	void *stream;
+	size_t chunk;
+} tsock_stager;
+int tsock_cuda_stager_new(void *ctx, tsock_stager *s, size_t chunk);
+int tsock_cuda_stager_free(void *ctx, tsock_stager *s);
+int tsock_cuda_stager_copy(void *ctx, tsock_stager *s, tsock_devptr dst, const void *src, size_t n);
 #endif

@@ -3,6 +3,7 @@ package gpu_test
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -112,5 +113,79 @@ func TestParseDevice(t *testing.T) {
 		if _, err := gpu.ParseDevice(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// Staged copies cut a batch into chunks: every size around the chunk's
+// must arrive whole, and the pinned paths round-trip too.
+func TestCUDAHostMemoryAndStaging(t *testing.T) {
+	d, err := gpu.OpenCUDA(gputest.LibCUDA(t), gpu.DeviceSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	host := d.(gpu.HostMemory)
+	const chunk = 4096
+	dev, err := d.Alloc(10 * chunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(dev)
+	st, err := host.NewStager(chunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip := func(what string, copyIn func([]byte) error, src []byte) {
+		t.Helper()
+		if err := copyIn(src); err != nil {
+			t.Fatalf("%s, %d bytes: %v", what, len(src), err)
+		}
+		back := make([]byte, len(src))
+		if err := d.CopyToHost(back, dev); err != nil || !bytes.Equal(back, src) {
+			t.Fatalf("%s, %d bytes: the device holds other bytes (%v)", what, len(src), err)
+		}
+	}
+	for _, n := range []int{1, chunk - 1, chunk, chunk + 1, 2 * chunk, 5*chunk/2 + 3, 10 * chunk} {
+		src := make([]byte, n)
+		rand.NewChaCha8([32]byte{byte(n)}).Read(src) // no period: a misplaced chunk shows
+		roundTrip("staged", func(b []byte) error { return st.CopyToDevice(dev, b) }, src)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := host.AllocHost(3 * chunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(pinned, bytes.Repeat([]byte("pinned"), chunk))
+	roundTrip("pinned", func(b []byte) error { return d.CopyToDevice(dev, b) }, pinned)
+	if err := host.RegisterHost(pinned[:chunk], true); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.UnregisterHost(pinned[:chunk]); err != nil {
+		t.Fatal(err)
+	}
+	if err := host.UnregisterHost(pinned[:chunk]); err == nil {
+		t.Fatal("unregistering twice was accepted")
+	}
+	if err := host.FreeHost(pinned); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A driver without the optional entry points still opens; only the calls
+// that need them fail, naming why.
+func TestCUDAWithoutHostMemory(t *testing.T) {
+	d, err := gpu.OpenCUDA(gputest.LibCUDA(t, "-DNO_HOST"), gpu.DeviceSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	host := d.(gpu.HostMemory)
+	if _, err := host.AllocHost(4096); err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_NOT_SUPPORTED") {
+		t.Fatalf("AllocHost without cuMemHostAlloc: %v", err)
+	}
+	if _, err := host.NewStager(4096); err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_NOT_SUPPORTED") {
+		t.Fatalf("NewStager without async copies: %v", err)
 	}
 }

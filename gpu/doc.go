@@ -6,11 +6,16 @@
 //     libcuda.so.1 at run time (dlopen, tsock's own prototypes, the _v2
 //     entry points), with the device's primary context made current inside
 //     each call, never left current on a thread Go may reuse.
-//   - Pool is a fixed set of equal slabs allocated once with cuMemAlloc
-//     (plain memory: the only kind CUDA IPC exports), each exported once as
-//     an IPC handle. A published batch occupies one slab; freeing the batch
-//     returns it. Consumers open each slab's handle once and address
-//     batches as (slab, offset).
+//   - Pool is a fixed set of equal, page-aligned slabs carved from one
+//     cuMemAlloc made at start (plain memory: the only kind CUDA IPC
+//     exports), exported once as one IPC handle. A published batch
+//     occupies one slab; freeing the batch returns it. Consumers open the
+//     handle once and address batches as (slab offset + offset). Uploads
+//     page-lock the batch for the copy where the driver allows it, else
+//     copy from pageable memory; the pool never mixes the two silently
+//     (UploadPath says which).
+//   - HostMemory and Stager are page-locked host memory, registration and
+//     staged copies: what BenchmarkUpload compares on a real GPU.
 //   - Monitor is NVML telemetry as a state machine: after a failed Init no
 //     NVML function is called again (go-nvml would kill the process).
 //

@@ -70,3 +70,28 @@ func FormatUUID(b [16]byte) string {
 	h := hex.EncodeToString(b[:])
 	return fmt.Sprintf("GPU-%s-%s-%s-%s-%s", h[0:8], h[8:12], h[12:16], h[16:20], h[20:32])
 }
+
+// HostMemory is host memory the DMA engine reads directly. Copies from
+// pageable memory (what batch files are) go through the driver's own
+// staging; these let tsock measure and choose. The real binding implements
+// it; on a driver without the entry points each call fails.
+type HostMemory interface {
+	// AllocHost allocates n bytes of page-locked host memory.
+	AllocHost(n int) ([]byte, error)
+	FreeHost(b []byte) error
+	// RegisterHost page-locks existing memory (readOnly for a read-only
+	// mapping) until UnregisterHost.
+	RegisterHost(b []byte, readOnly bool) error
+	UnregisterHost(b []byte) error
+	// NewStager makes a Stager with two page-locked buffers of chunk bytes.
+	NewStager(chunk int) (Stager, error)
+}
+
+// Stager copies pageable memory to the device through its own page-locked
+// buffers, the host copy of one chunk overlapping the DMA of the last.
+// One copy at a time.
+type Stager interface {
+	// CopyToDevice returns once the bytes are on the device.
+	CopyToDevice(dst uint64, src []byte) error
+	Close() error
+}

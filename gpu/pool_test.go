@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tsock/tsock/gpu"
 	"github.com/tsock/tsock/gpu/gputest"
@@ -13,19 +16,20 @@ import (
 
 func TestPoolAllocatesOnceUploadsAndFrees(t *testing.T) {
 	d := gputest.NewDriver()
-	p, err := gpu.NewPool(d, 3*1000+999, 1000)
+	p, err := gpu.NewPool(d, 3*1000+999, 1000) // as many batches as the buffer holds, page-aligned
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Slabs()) != 3 || d.Live() != 3 {
-		t.Fatalf("%d slabs, %d allocations: want 3 and 3", len(p.Slabs()), d.Live())
+	// One allocation, one handle: each consumer opens it once (an
+	// allocation per slab meant 1363 opens per consumer on an H100).
+	if len(p.Slabs()) != 3 || d.Live() != 1 {
+		t.Fatalf("%d slabs, %d allocations: want 3 and 1", len(p.Slabs()), d.Live())
 	}
-	seen := map[gpu.IPCHandle]bool{}
-	for _, s := range p.Slabs() {
-		seen[s.Handle] = true
-	}
-	if len(seen) != 3 {
-		t.Fatal("slabs share an IPC handle")
+	for i, s := range p.Slabs() {
+		first := p.Slabs()[0]
+		if s.Handle != first.Handle || s.Offset != int64(i)*4096 || s.Ptr != first.Ptr+uint64(s.Offset) || s.Size != 1000 {
+			t.Fatalf("slab %d: %+v; slab 0: %+v", i, s, first)
+		}
 	}
 	ctx := context.Background()
 	var got []*gpu.Slab
@@ -63,11 +67,61 @@ func TestPoolErrors(t *testing.T) {
 	if _, err := gpu.NewPool(d, 999, 1000); err == nil {
 		t.Fatal("a buffer smaller than one slab was accepted")
 	}
-	d.AllocLimit = 2
+	d.AllocLimit = 0
 	if _, err := gpu.NewPool(d, 5000, 1000); err == nil {
 		t.Fatal("a pool the device cannot hold was made")
 	}
 	if d.Live() != 0 {
 		t.Fatalf("%d allocations left by a failed pool", d.Live())
+	}
+}
+
+// Uploads page-lock the batch for the copy (the DMA engine then reads it
+// directly: 1.4x faster on an H100), from any offset in its mapping; where
+// page-locking fails, they copy from pageable memory and status says why.
+func TestPoolUploadPaths(t *testing.T) {
+	mapping, err := unix.Mmap(-1, 0, 3*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mapping)
+	data := mapping[100 : 100+5000] // a data section starts inside its file's first page
+	rand.NewChaCha8([32]byte{1}).Read(data)
+	for _, c := range []struct {
+		name, want string
+		cflags     []string
+		env        string
+	}{
+		{"registered", "page-locked per batch (cuMemHostRegister)", nil, ""},
+		{"registration fails", "pageable (page-locking failed: cuMemHostRegister 5000 bytes: CUDA_ERROR_NOT_SUPPORTED (801))", nil, "1"},
+		{"no host memory calls", "pageable (page-locking failed: cuMemHostRegister 5000 bytes: CUDA_ERROR_NOT_SUPPORTED (801))", []string{"-DNO_HOST"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("FAKECUDA_REGISTER_FAILS", c.env)
+			d, err := gpu.OpenCUDA(gputest.LibCUDA(t, c.cflags...), gpu.DeviceSpec{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			p, err := gpu.NewPool(d, 2*8192, 8000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			for range 2 { // the second upload takes the path the first chose
+				s, err := p.Upload(context.Background(), data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				back := make([]byte, len(data))
+				if err := d.CopyToHost(back, s.Ptr); err != nil || !bytes.Equal(back, data) {
+					t.Fatalf("the slab holds other bytes (%v)", err)
+				}
+				p.Release(s)
+			}
+			if got := p.UploadPath(); got != c.want {
+				t.Fatalf("upload path %q, want %q", got, c.want)
+			}
+		})
 	}
 }

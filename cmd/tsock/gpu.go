@@ -58,7 +58,8 @@ func (c *mountCommand) setUpGPU(hostBuffer int64) error {
 	return nil
 }
 
-// files are MOUNTPOINT/gpu/devices and MOUNTPOINT/gpu/slabs.
+// files are MOUNTPOINT/gpu/devices and MOUNTPOINT/gpu/slabs. Every slab
+// line names the same handle (one allocation) and the slab's offset in it.
 func (g *gpuMode) files() map[string]func() ([]byte, error) {
 	return map[string]func() ([]byte, error){
 		"devices": func() ([]byte, error) { return []byte(g.monitor.Text()), nil },
@@ -66,7 +67,7 @@ func (g *gpuMode) files() map[string]func() ([]byte, error) {
 			var b strings.Builder
 			uuid := g.driver.Info().UUID
 			for _, s := range g.pool.Slabs() {
-				fmt.Fprintf(&b, "%d %s %d %s\n", s.ID, s.Handle, s.Size, uuid)
+				fmt.Fprintf(&b, "%d %s %d %s %d\n", s.ID, s.Handle, s.Size, uuid, s.Offset)
 			}
 			return []byte(b.String()), nil
 		},
@@ -85,6 +86,7 @@ func (g *gpuMode) status(b *strings.Builder, consumers []batchstore.ConsumerSnap
 		fmt.Fprintf(b, "; device %s free of %s", humanize.IBytes(uint64(free)), humanize.IBytes(uint64(total)))
 	}
 	b.WriteString("\n")
+	fmt.Fprintf(b, "gpu upload: %s\n", g.pool.UploadPath())
 	if ok, why := g.monitor.Available(); !ok {
 		fmt.Fprintf(b, "gpu memory by consumer: unknown (%s)\n", why)
 		return

@@ -83,12 +83,16 @@ func TestGPUModeWithAFakeLibCUDA(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(slabs)), "\n")
 	slabSize := batch - producer.DataStart
+	stride := (slabSize + 4095) / 4096 * 4096 // slabs stay page-aligned
 	if len(lines) != (4<<20)/slabSize {
 		t.Fatalf("%d slabs listed, want %d:\n%s", len(lines), (4<<20)/slabSize, slabs)
 	}
-	if f := strings.Fields(lines[0]); len(f) != 4 || f[0] != "0" || !strings.HasPrefix(f[1], "66616b65697063") ||
-		f[2] != fmt.Sprint(slabSize) || f[3] != gputest.FakeUUID(0) {
-		t.Fatalf("slab line %q: want id, handle (fakeipc…), size, UUID", lines[0])
+	handle := strings.Fields(lines[0])[1]
+	for i, line := range lines {
+		if f := strings.Fields(line); len(f) != 5 || f[0] != fmt.Sprint(i) || f[1] != handle || !strings.HasPrefix(f[1], "66616b65697063") ||
+			f[2] != fmt.Sprint(slabSize) || f[3] != gputest.FakeUUID(0) || f[4] != fmt.Sprint(i*stride) {
+			t.Fatalf("slab line %q: want id, the one handle (fakeipc…), size, UUID, offset %d", line, i*stride)
+		}
 	}
 	devices, err := os.ReadFile(filepath.Join(d.dir, "gpu", "devices"))
 	if err != nil || !strings.Contains(string(devices), "no NVIDIA driver") {
@@ -206,7 +210,7 @@ func TestCUDAFilesPointAtTheBatchBytes(t *testing.T) {
 }
 
 // cudaSlab is slab id's device address, from the fake IPC handle in
-// gpu/slabs ("fake:<hex address>").
+// gpu/slabs ("fake:<hex address>") and the slab's offset.
 func cudaSlab(t *testing.T, mnt string, id int) uint64 {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(mnt, "gpu", "slabs"))
@@ -222,11 +226,14 @@ func cudaSlab(t *testing.T, mnt string, id int) uint64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var addr uint64
+		var addr, offset uint64
 		if _, err := fmt.Sscanf(strings.TrimRight(string(h), "\x00"), "fake:%x", &addr); err != nil {
 			t.Fatalf("handle %q: %v", h, err)
 		}
-		return addr
+		if _, err := fmt.Sscan(f[4], &offset); err != nil {
+			t.Fatalf("slab line %q: offset: %v", line, err)
+		}
+		return addr + offset
 	}
 	t.Fatalf("no slab %d in gpu/slabs", id)
 	return 0

@@ -35,8 +35,8 @@ func TestLateJoinersOwnSizesAndACrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const batch, epochs = 8, 2
-	buffer := fmt.Sprint(6 * (producer.DataStart + batch*(16+3*32*32)))
+	const batch, epochs, buffered = 8, 2, 6
+	buffer := fmt.Sprint(buffered * (producer.DataStart + batch*(16+3*32*32)))
 	d := startDaemon(t, "--source", src, "--batch-size", fmt.Sprint(batch), "--image-size", "32",
 		"--epochs", fmt.Sprint(epochs), "--buffer", buffer, "--consumer-timeout", "1s", "--workers", "2")
 
@@ -57,7 +57,13 @@ func TestLateJoinersOwnSizesAndACrash(t *testing.T) {
 	}
 	victim := startVictim(t, filepath.Join(victimDir, "000000.safetensors"))
 	for i, size := range []int{batch, 4, 16, 5} {
-		waitPosition(t, d, "first", rng.IntN(2*37/batch))
+		// While the victim lives it holds batch 0, and with it a place in
+		// the buffer: first can read no further than the buffer's batches.
+		reach := 2 * 37 / batch
+		if i <= 1 {
+			reach = buffered
+		}
+		waitPosition(t, d, "first", rng.IntN(reach))
 		r := &run{name: fmt.Sprintf("late%d", i), size: size}
 		r.cmd, r.out = consumeSized(t, d, r.name, size)
 		runs = append(runs, r)

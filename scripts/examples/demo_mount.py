@@ -48,3 +48,14 @@ def run(prog, tsock_bin, mount_args, consumers, serve):
         daemon.send_signal(signal.SIGTERM)
         daemon.wait()
         os.rmdir(mnt)
+
+
+def start_together(go):
+    """With go (a path): says it is ready (a line in go.ready), then waits
+    for the file go, so that every process of a benchmark starts at once,
+    its imports done."""
+    if go:
+        with open(go + ".ready", "a") as f:
+            f.write("ready\n")
+        while not os.path.exists(go):
+            time.sleep(0.005)

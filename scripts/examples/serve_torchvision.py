@@ -113,22 +113,11 @@ def train(args):
     }), flush=True)
 
 
-def start_together(go):
-    """With --go FILE: says it is ready (a line in FILE.ready), then waits
-    for FILE, so that every process of a benchmark starts at once, its
-    imports done."""
-    if go:
-        with open(go + ".ready", "a") as f:
-            f.write("ready\n")
-        while not os.path.exists(go):
-            time.sleep(0.005)
-
-
 def read(args):
     """A trial without a model: every batch as torch tensors, every byte
     touched; for the benchmark's consumer side."""
     torch.set_num_threads(1)
-    start_together(args.go)
+    demo_mount.start_together(args.go)
     start, wall = time.perf_counter(), time.time()
     loader = tsock.torch_loader(args.mount, name=args.name, dtype=None)
     log = EpochLog()
@@ -149,7 +138,7 @@ def loader(args):
     epochs (worker start included, as a training sees it)."""
     torch.set_num_threads(1)
     ds = dataset(args.folder, args.image_size)
-    start_together(args.go)
+    demo_mount.start_together(args.go)
     start, wall, images = time.perf_counter(), time.time(), 0
     dl = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers)
     for _ in range(args.epochs):

@@ -1,12 +1,17 @@
 #!/usr/bin/python3
-"""Trains a small CNN on CPU: from a tsock mount, or (for comparison) from
-an image folder through its own torchvision DataLoader.
+"""Trains an image classifier from a tsock mount or, for comparison, from
+an image folder through its own torchvision DataLoader; on the CPU (a
+small CNN) or on a GPU (ResNet-18, bf16 autocast, channels-last).
 
     train_torch.py --mount MNT [--lr 0.05] [--epochs 1] [--name NAME]
-    train_torch.py --folder DIR --image-size 96 [--workers 2] [--batch-size 64] [--lr 0.05]
+    train_torch.py --mount MNT --device cuda [--via cuda|host]
+    train_torch.py --folder DIR --image-size 96 [--workers 2] [--batch-size 64] [--device cuda]
 
-Prints one JSON line: the mean loss of the first and of the last five
-steps, steps, images, seconds and images/s.
+--via cuda takes the batches tsock already holds on the GPU (tsock mount
+--device; CUDA IPC, no copy); --via host reads the batch files and copies
+them up (tsock.torch_loader). Prints one JSON line: the mean loss of the
+first and of the last five steps, steps, images, seconds, images/s, and
+the wall-clock start and end (for aggregates over several trials).
 """
 import argparse
 import json
@@ -19,41 +24,81 @@ from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import tsock  # noqa: E402
+import demo_mount  # noqa: E402  (next to this file)
 
 MEAN, STD = [0.5, 0.5, 0.5], [0.25, 0.25, 0.25]
 
 
-def model(classes):
-    return nn.Sequential(
-        nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
-        nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, classes),
-    )
+def model(classes, device):
+    if device.type == "cpu":
+        return nn.Sequential(
+            nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, classes),
+        )
+    from torchvision.models import resnet18
+
+    return resnet18(num_classes=classes).to(device, memory_format=torch.channels_last)
 
 
-def tsock_batches(args):
+def classes_of(mount):
+    with open(os.path.join(mount, "status")) as f:
+        status = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line)
+    return int(status["classes"])
+
+
+class Normalize:
+    """uint8 NCHW images on the device → float, normalized there."""
+
+    def __init__(self, device):
+        self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
+        self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+
+    def __call__(self, images):
+        return (images.float().div_(255) - self.mean) / self.std
+
+
+def tsock_host(args, device):
     """The five-line drop-in: a loader that yields (images, labels)."""
-    loader = tsock.torch_loader(args.mount, mean=MEAN, std=STD, name=args.name)
-    status = dict(line.split(": ", 1) for line in open(os.path.join(args.mount, "status")).read().splitlines() if ": " in line)
-    return loader, int(status["classes"])
+    return tsock.torch_loader(args.mount, device=device, mean=MEAN, std=STD, name=args.name)
 
 
-def folder_batches(args):
-    from torchvision import datasets, transforms
+class TsockCUDA:
+    """Batches already on the GPU, in tsock's memory: each pass is an epoch."""
 
-    tf = transforms.Compose([
-        transforms.RandomResizedCrop(args.image_size), transforms.RandomHorizontalFlip(), transforms.PILToTensor(),
-    ])
-    ds = datasets.ImageFolder(args.folder, transform=tf)
-    dl = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers)
-    mean, std = torch.tensor(MEAN).view(1, 3, 1, 1), torch.tensor(STD).view(1, 3, 1, 1)
+    def __init__(self, args, device):
+        self.consumer = tsock.cuda_batches(args.mount, name=args.name)
+        self.epochs, self.device, self.normalize = self.consumer.epochs(), device, Normalize(device)
 
-    class Normalized:
-        def __iter__(self):
-            for images, labels in dl:
-                yield (images.float().div_(255) - mean) / std, labels
+    def __iter__(self):
+        for b in next(self.epochs):
+            images = torch.as_tensor(b["images"], device=self.device)  # zero copy
+            if b.meta.get("layout") == "nhwc":
+                images = images.permute(0, 3, 1, 2)
+            labels = torch.as_tensor(b["labels"], device=self.device)
+            # The normalized copy is the model's; the batch is released
+            # (after the GPU is done with it) once b and the views go.
+            yield self.normalize(images), labels.clone()
+            del b, images, labels
 
-    return Normalized(), len(ds.classes)
+
+class Folder:
+    """Its own torchvision DataLoader: decode and augment in its workers."""
+
+    def __init__(self, args, device):
+        from torchvision import datasets, transforms
+
+        tf = transforms.Compose([
+            transforms.RandomResizedCrop(args.image_size), transforms.RandomHorizontalFlip(), transforms.PILToTensor(),
+        ])
+        self.ds = datasets.ImageFolder(args.folder, transform=tf)
+        self.dl = torch.utils.data.DataLoader(self.ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
+                                              pin_memory=device.type == "cuda", persistent_workers=args.workers > 0)
+        self.device, self.normalize = device, Normalize(device)
+
+    def __iter__(self):
+        for images, labels in self.dl:
+            yield self.normalize(images.to(self.device, non_blocking=True)), labels.to(self.device, non_blocking=True)
 
 
 def main():
@@ -62,24 +107,41 @@ def main():
     src.add_argument("--mount", help="a tsock mountpoint")
     src.add_argument("--folder", help="an ImageFolder, read by a torchvision DataLoader")
     ap.add_argument("--name", help="tsock consumer name (unique by default)")
+    ap.add_argument("--device", default="cpu", help="cpu (a small CNN) or cuda (ResNet-18)")
+    ap.add_argument("--via", choices=["host", "cuda"], default="host",
+                    help="with --mount: batch files copied up (host) or tsock's GPU batches (cuda)")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--image-size", type=int, default=96, help="with --folder")
     ap.add_argument("--batch-size", type=int, default=64, help="with --folder")
     ap.add_argument("--workers", type=int, default=2, help="with --folder")
     ap.add_argument("--threads", type=int, default=1, help="torch threads for the model")
+    ap.add_argument("--go", help="start when this file exists (benchmarks: trials launched together)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    loader, classes = tsock_batches(args) if args.mount else folder_batches(args)
-    net = model(classes)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+    demo_mount.start_together(args.go)
+    start, wall = time.perf_counter(), time.time()
+    if args.mount:
+        classes = classes_of(args.mount)
+        loader = TsockCUDA(args, device) if args.via == "cuda" else tsock_host(args, device)
+    else:
+        loader = Folder(args, device)
+        classes = len(loader.ds.classes)
+    net = model(classes, device)
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
     losses, images = [], 0
-    start = time.perf_counter()
     for _ in range(args.epochs):
         for x, y in loader:
-            loss = loss_fn(net(x), y)
+            if device.type == "cuda":
+                x = x.contiguous(memory_format=torch.channels_last)
+            with autocast:
+                loss = loss_fn(net(x), y)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -90,7 +152,7 @@ def main():
     print(json.dumps({
         "first_loss": round(sum(losses[:k]) / max(k, 1), 4), "last_loss": round(sum(losses[-k:]) / max(k, 1), 4),
         "steps": len(losses), "images": images, "seconds": round(seconds, 2),
-        "images_per_s": round(images / max(seconds, 1e-9), 1),
+        "images_per_s": round(images / max(seconds, 1e-9), 1), "start": wall, "end": wall + seconds,
     }))
 
 

@@ -416,8 +416,8 @@ class GPUTest(unittest.TestCase):
         with open(m.path("gpu", "slabs")) as f:
             slab_at = {}
             for line in f:
-                sid, handle, size, uuid = line.split()
-                slab_at[int(sid)] = int.from_bytes(bytes.fromhex(handle)[8:16], "little")
+                sid, handle, size, uuid, offset = line.split()
+                slab_at[int(sid)] = int.from_bytes(bytes.fromhex(handle)[8:16], "little") + int(offset)
         opened, joined = [], []
 
         def open_handle(handle):
@@ -428,9 +428,18 @@ class GPUTest(unittest.TestCase):
             joined.append((len(parts), tuple(shape), typestr))
             return ("on the device", tuple(shape))
 
+        def cuda_files_open():
+            fds = os.listdir("/proc/self/fd")
+            return sum(1 for fd in fds if os.path.exists(f"/proc/self/fd/{fd}") and os.readlink(f"/proc/self/fd/{fd}").endswith(".cuda"))
+
+        held_at_sync = []  # .cuda files still open each time a release synchronizes
+
+        def synchronize():
+            held_at_sync.append(cuda_files_open())
+
         tsock._handles.clear()
         samples = 0
-        with tsock.cuda_batches(m.dir, open_handle=open_handle, concat=concat) as c:
+        with tsock.cuda_batches(m.dir, open_handle=open_handle, concat=concat, synchronize=synchronize) as c:
             for b in c:
                 n = b["labels"].shape[0]
                 img, lab = b["images"].__cuda_array_interface__, b["labels"].__cuda_array_interface__
@@ -445,14 +454,34 @@ class GPUTest(unittest.TestCase):
                 samples += n
                 del b, img, lab
         self.assertEqual(samples, 45)
-        self.assertEqual(len(opened), len(set(opened)), "a slab's handle was opened twice")
+        self.assertEqual(len(opened), 1, "the slabs' one handle was opened more than once")
+        # Every release waited for the GPU while its batch was still held:
+        # queued kernels may read it until then (seen on an H100).
+        self.assertEqual(len(held_at_sync), 6, "a batch was released without waiting for the GPU")
+        self.assertNotIn(0, held_at_sync, "a batch was released before waiting for the GPU")
+        self.assertEqual(cuda_files_open(), 0)
         # A batch size that cuts producer batches: tensors span slabs.
-        with tsock.cuda_batches(m.dir, batch_size=5, open_handle=open_handle, concat=concat) as c:
+        with tsock.cuda_batches(m.dir, batch_size=5, open_handle=open_handle, concat=concat, synchronize=lambda: None) as c:
             batches = [dict(b) for b in c]
         rows = [x[1][0] if isinstance(x, tuple) else x.shape[0] for x in (b["labels"] for b in batches)]  # joined or not
         self.assertEqual(sum(rows), 45)
         self.assertIn((2, (5, 3, 32, 32), "|u1"), joined)
         self.assertEqual(len(opened), len(set(opened)))
+
+    def test_torch_takes_the_arrays(self):
+        """torch.as_tensor refuses a __cuda_array_interface__ flagged
+        read-only (TypeError; seen with torch 2.11 on an H100): tsock's
+        arrays must get past that check. Without CUDA, torch then fails
+        only where it would touch the device."""
+        import torch
+
+        a = tsock.CudaArray(1 << 20, (2, 3), "|u1", None)
+        try:
+            torch.as_tensor(a, device="cuda")
+        except TypeError as e:
+            self.fail(f"torch refuses tsock's CUDA arrays: {e}")
+        except (RuntimeError, AssertionError):
+            pass  # no CUDA here: past the interface's checks
 
     def test_no_gpu_mode_is_a_clear_error(self):
         m = Mount(self, "--source", self.data, "--image-size", "32", "--batch-size", "8")

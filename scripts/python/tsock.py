@@ -680,8 +680,10 @@ _handles = {}  # (slab handle hex) → device pointer: each process opens a hand
 class CudaArray:
     """A tensor in tsock's GPU memory, for any framework that takes
     __cuda_array_interface__ (torch.as_tensor, cupy.asarray, numba; JAX
-    through DLPack from those). Read-only. It keeps its batch's .cuda file
-    open, and so the batch held, for as long as it lives."""
+    through DLPack from those). Read-only by contract, not by flag: torch
+    refuses arrays flagged read-only, and a write would change the batch
+    for every consumer. It keeps its batch's .cuda file open, and so the
+    batch held, for as long as it lives."""
 
     def __init__(self, ptr, shape, typestr, holder):
         self.ptr, self.shape, self.typestr = ptr, tuple(shape), typestr
@@ -689,17 +691,25 @@ class CudaArray:
 
     @property
     def __cuda_array_interface__(self):
-        return {"shape": self.shape, "typestr": self.typestr, "data": (self.ptr, True), "version": 3, "strides": None}
+        return {"shape": self.shape, "typestr": self.typestr, "data": (self.ptr, False), "version": 3, "strides": None}
 
 
 class _Held:
-    """An open .cuda file: the batch is held until this is collected."""
+    """An open .cuda file: the batch is held until this is collected.
 
-    def __init__(self, fd):
-        self.fd = fd
+    GPU work is asynchronous: when the last tensor of a batch is dropped,
+    kernels that read it may still be queued. Closing the file then would
+    let tsock copy the next batch into that memory under them, so the
+    release first waits for this process's GPU work (synchronize)."""
+
+    def __init__(self, fd, synchronize):
+        self.fd, self.synchronize = fd, synchronize
 
     def __del__(self):
-        os.close(self.fd)
+        try:
+            self.synchronize()
+        finally:
+            os.close(self.fd)
 
 
 def _cupy_opener(device_uuid):
@@ -722,13 +732,19 @@ def _cupy_opener(device_uuid):
     return open_handle
 
 
+def _cupy_synchronize():
+    import cupy
+
+    cupy.cuda.runtime.deviceSynchronize()
+
+
 def _cupy_concat(parts, shape, typestr):
     import cupy
 
     return cupy.concatenate([cupy.asarray(p).ravel() for p in parts]).reshape(shape)
 
 
-def cuda_batches(mount, name=None, batch_size=None, open_handle=None, concat=None):
+def cuda_batches(mount, name=None, batch_size=None, open_handle=None, concat=None, synchronize=None):
     """Yields each batch as a dict of GPU tensors in tsock's memory.
 
     Needs `tsock mount --device` and this process on the same physical GPU.
@@ -738,22 +754,25 @@ def cuda_batches(mount, name=None, batch_size=None, open_handle=None, concat=Non
     concat (CuPy by default). open_handle maps an IPC handle to a device
     pointer (CuPy's ipcOpenMemHandle by default); each slab is opened once
     per process. Keep a batch's tensors only while you use them: they hold
-    its memory, and tsock reuses it once the batch is released.
+    its memory, and tsock reuses it once the batch is released. Before a
+    batch is released, synchronize waits for this process's queued GPU
+    work, which may still read it (CuPy's deviceSynchronize by default).
     """
-    slabs = {}
+    slabs = {}  # slab id → (IPC handle, offset of the slab in its allocation)
     try:
         with open(os.path.join(os.fspath(mount), "gpu", "slabs")) as f:
             for line in f:
-                sid, handle, _size, _uuid = line.split()
-                slabs[int(sid)] = handle
+                sid, handle, _size, _uuid, *offset = line.split()
+                slabs[int(sid)] = handle, int(offset[0]) if offset else 0
     except FileNotFoundError:
         raise TsockError(f"{mount}: no gpu/slabs: not mounted in GPU mode (tsock mount --device)") from None
     c = Consumer(mount, name=name, batch_size=batch_size)
     state = {"open": open_handle, "concat": concat or _cupy_concat}
+    synchronize = synchronize or _cupy_synchronize
 
     def load(path):
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        holder = _Held(fd)
+        holder = _Held(fd, synchronize)
         size = os.fstat(fd).st_size
         data = b""
         while len(data) < size:
@@ -775,11 +794,11 @@ def cuda_batches(mount, name=None, batch_size=None, open_handle=None, concat=Non
                 continue
             parts = []
             for seg in t["segments"]:
-                handle = slabs[seg["slab"]]
+                handle, slab_offset = slabs[seg["slab"]]
                 if handle not in _handles:
                     _handles[handle] = state["open"](bytes.fromhex(handle))
                 count = seg["bytes"] // np.dtype(typestr).itemsize
-                parts.append(CudaArray(_handles[handle] + seg["offset"], (count,), typestr, holder))
+                parts.append(CudaArray(_handles[handle] + slab_offset + seg["offset"], (count,), typestr, holder))
             if len(parts) == 1:
                 parts[0].shape = tuple(t["shape"])
                 tensors[tname] = parts[0]

@@ -2,8 +2,9 @@
 // stands in for device memory, and every rule tsock relies on is checked
 // (initialised first, a context current for memory calls). Environment:
 // FAKECUDA_DEVICES (default 1), FAKECUDA_ALLOC_LIMIT (allocations before
-// CUDA_ERROR_OUT_OF_MEMORY; default none). Build with -DNO_IPC for a
-// driver that lacks cuIpcGetMemHandle.
+// CUDA_ERROR_OUT_OF_MEMORY; default none), FAKECUDA_REGISTER_FAILS (1:
+// cuMemHostRegister fails). Build with -DNO_IPC for a driver that lacks
+// cuIpcGetMemHandle, -DNO_HOST for one without host memory calls.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,59 @@ CUresult cuIpcGetMemHandle(unsigned char handle[64], devptr p) {
 	return OK;
 }
 #endif
+#ifndef NO_HOST
+// Page-locked host memory and asynchronous copies (-DNO_HOST: a driver
+// without them). Unregistering what was never registered is refused.
+static int registered, streams, events;
+CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags) {
+	if (!current) return INVALID_CONTEXT;
+	if (n == 0) return INVALID_VALUE;
+	*p = malloc(n);
+	return *p ? OK : OUT_OF_MEMORY;
+}
+CUresult cuMemFreeHost(void *p) {
+	if (!current) return INVALID_CONTEXT;
+	free(p);
+	return OK;
+}
+CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
+	if (!current) return INVALID_CONTEXT;
+	if (env("FAKECUDA_REGISTER_FAILS", 0)) return 801; // as where the memory cannot be pinned
+	// Older drivers take only whole pages; the fake is as strict.
+	if (!p || n == 0 || ((unsigned long)p | n) & 4095 || (flags & ~0x0fu)) return INVALID_VALUE;
+	registered++;
+	return OK;
+}
+CUresult cuMemHostUnregister(void *p) {
+	if (!current) return INVALID_CONTEXT;
+	if (registered == 0) return INVALID_VALUE;
+	registered--;
+	return OK;
+}
+CUresult cuStreamCreate(void **s, unsigned flags) {
+	if (!current) return INVALID_CONTEXT;
+	streams++;
+	*s = (void *)(long)(0x2000 + streams);
+	return OK;
+}
+CUresult cuStreamDestroy_v2(void *s) { streams--; return OK; }
+CUresult cuStreamSynchronize(void *s) { return current ? OK : INVALID_CONTEXT; }
+CUresult cuEventCreate(void **e, unsigned flags) {
+	if (!current) return INVALID_CONTEXT;
+	events++;
+	*e = (void *)(long)(0x3000 + events);
+	return OK;
+}
+CUresult cuEventDestroy_v2(void *e) { events--; return OK; }
+CUresult cuEventRecord(void *e, void *s) { return current ? OK : INVALID_CONTEXT; }
+CUresult cuEventSynchronize(void *e) { return OK; }
+CUresult cuMemcpyHtoDAsync_v2(devptr dst, const void *src, size_t n, void *s) {
+	if (!current) return INVALID_CONTEXT;
+	if (!s) return INVALID_VALUE;
+	memcpy((void *)dst, src, n);
+	return OK;
+}
+#endif
 CUresult cuGetErrorName(CUresult r, const char **name) {
 	switch (r) {
 	case OK: *name = "CUDA_SUCCESS"; return OK;
@@ -117,6 +171,7 @@ CUresult cuGetErrorName(CUresult r, const char **name) {
 	case NOT_INITIALIZED: *name = "CUDA_ERROR_NOT_INITIALIZED"; return OK;
 	case INVALID_DEVICE: *name = "CUDA_ERROR_INVALID_DEVICE"; return OK;
 	case INVALID_CONTEXT: *name = "CUDA_ERROR_INVALID_CONTEXT"; return OK;
+	case 801: *name = "CUDA_ERROR_NOT_SUPPORTED"; return OK;
 	}
 	return INVALID_VALUE;
 }
