@@ -271,6 +271,10 @@ func (s *Store) SetBatchSize(name string, n int) error {
 		return fmt.Errorf("batch size %d for %s: must fit %d producer batches in the buffer: %w",
 			n, name, spans, ErrBadBatchSize)
 	}
+	if s.cfg.MaxBatches > 0 && spans > int64(s.cfg.MaxBatches) {
+		return fmt.Errorf("batch size %d for %s: spans %d producer batches, and only %d can be held at once (GPU slabs): %w",
+			n, name, spans, s.cfg.MaxBatches, ErrBadBatchSize)
+	}
 	c.batchSize = n
 	return nil
 }

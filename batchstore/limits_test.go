@@ -35,6 +35,27 @@ func TestIntegersAtTheirLimits(t *testing.T) {
 	}
 }
 
+// TestBatchSizeFitsTheGPUSlabs: a consumer batch that spans more producer
+// batches than the store may hold at once (GPU slabs) would wait forever
+// for room (seen: 1 slab, producer batches of 4, a consumer of 3): it is
+// refused when set, and one that fits is taken.
+func TestBatchSizeFitsTheGPUSlabs(t *testing.T) {
+	s := New(Config{Limit: 1 << 30, BatchSize: 4, SizeOf: func(n int) int64 { return int64(n) * 100 }, MaxBatches: 2})
+	if err := s.Join("c"); err != nil {
+		t.Fatal(err)
+	}
+	// Batch size n spans up to (n-1)/4+2 producer batches.
+	if err := s.SetBatchSize("c", 5); !errors.Is(err, ErrBadBatchSize) || !strings.Contains(err.Error(), "GPU slabs") {
+		t.Fatalf("a batch of 5 over 2 slabs: %v, want ErrBadBatchSize naming the slabs", err)
+	}
+	if err := s.SetBatchSize("c", 4); err != nil {
+		t.Fatalf("a batch of 4 over 2 slabs: %v", err)
+	}
+	if got, _ := s.BatchSize("c"); got != 4 {
+		t.Fatalf("batch size %d, want 4", got)
+	}
+}
+
 // TestWatchTakesAnyTimeout: a timeout of a few nanoseconds is a tick of
 // zero, which time.NewTicker refuses with a panic.
 func TestWatchTakesAnyTimeout(t *testing.T) {

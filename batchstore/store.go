@@ -51,6 +51,9 @@ type Config struct {
 	// Measure is the size of a consumer's file cut from pieces; by
 	// default SizeOf of their samples.
 	Measure func(pieces []Piece) int64
+	// MaxBatches bounds the batches held at once whatever their bytes (in
+	// GPU mode each holds one of a fixed number of slabs); 0: no bound.
+	MaxBatches int
 	// Unordered: the producer owns the order (ingest without --samples).
 	// A consumer joins at the oldest held batch and its epochs end where
 	// the producer's do; nothing is stitched.

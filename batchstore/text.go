@@ -38,6 +38,20 @@ func (c ConsumerSnapshot) Line() string {
 		c.Name, c.state(), c.Position, epochText(c.Epoch), c.Lag, c.BatchesRead, humanize.IBytes(uint64(c.BytesRead)))
 }
 
+// State is the consumer's state as one word, for programs
+// (consumers/NAME/state): reading, waiting, done or evicted.
+func (c ConsumerSnapshot) State() string {
+	switch {
+	case c.Evicted != "":
+		return "evicted"
+	case c.Done:
+		return "done"
+	case c.Waiting:
+		return "waiting"
+	}
+	return "reading"
+}
+
 func (c ConsumerSnapshot) state() string {
 	switch {
 	case c.Evicted != "":

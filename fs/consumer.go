@@ -44,13 +44,16 @@ func parseBatchName(name string) (local uint64, cuda bool, ok bool) {
 }
 
 // controlNames are the files of a consumer directory that are not batches.
-var controlNames = map[string]bool{"status": true, "batch_size": true}
+var controlNames = map[string]bool{"status": true, "state": true, "batch_size": true}
 
-// consumerDir is consumers/NAME.
+// consumerDir is consumers/NAME. It belongs to the user who made it: only
+// that user (and root) may list it, read its batches, set its batch size
+// or remove it. Others could otherwise consume a trial's batches for it.
 type consumerDir struct {
 	readOnlyDir
-	fs   *fileSystem
-	name string
+	fs       *fileSystem
+	name     string
+	uid, gid uint32
 }
 
 var (
@@ -58,7 +61,18 @@ var (
 	_ = (fusefs.NodeLookuper)((*consumerDir)(nil))
 	_ = (fusefs.NodeReaddirer)((*consumerDir)(nil))
 	_ = (fusefs.NodeUnlinker)((*consumerDir)(nil))
+	_ = (fusefs.NodeGetattrer)((*consumerDir)(nil))
 )
+
+func (d *consumerDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.fillAttr(&out.Attr)
+	return 0
+}
+
+func (d *consumerDir) fillAttr(attr *fuse.Attr) {
+	attr.Mode = syscall.S_IFDIR | 0o700
+	attr.Uid, attr.Gid = d.uid, d.gid
+}
 
 func (d *consumerDir) OnAdd(ctx context.Context) {
 	status := &textFile{render: func() ([]byte, error) {
@@ -69,7 +83,17 @@ func (d *consumerDir) OnAdd(ctx context.Context) {
 		return []byte(snap.Text()), nil
 	}}
 	d.AddChild("status", d.NewPersistentInode(ctx, status, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
-	d.AddChild("batch_size", d.NewPersistentInode(ctx, d.batchSizeFile(), fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+	state := &textFile{render: func() ([]byte, error) {
+		snap, err := d.fs.store.ConsumerSnapshot(d.name)
+		if err != nil {
+			return nil, err
+		}
+		return []byte(snap.State() + "\n"), nil
+	}}
+	d.AddChild("state", d.NewPersistentInode(ctx, state, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+	batchSize := d.batchSizeFile()
+	batchSize.uid, batchSize.gid = d.uid, d.gid // its owner may write it
+	d.AddChild("batch_size", d.NewPersistentInode(ctx, batchSize, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
 }
 
 // callerID is the kernel thread that made the request.
@@ -108,7 +132,8 @@ func (d *consumerDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Er
 	if err != nil {
 		return nil, errno(err)
 	}
-	entries := []fuse.DirEntry{{Name: "status", Mode: syscall.S_IFREG}, {Name: "batch_size", Mode: syscall.S_IFREG}}
+	entries := []fuse.DirEntry{{Name: "status", Mode: syscall.S_IFREG}, {Name: "state", Mode: syscall.S_IFREG},
+		{Name: "batch_size", Mode: syscall.S_IFREG}}
 	for _, ref := range refs {
 		ino := batchIno(ref.Seq)
 		if !ref.Direct {

@@ -8,7 +8,9 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// consumersDir is consumers/: mkdir joins, rmdir leaves.
+// consumersDir is consumers/: mkdir joins, rmdir leaves. As /tmp (and
+// cgroupfs delegation): anyone may join, and the sticky bit lets only a
+// consumer's owner (or root) remove it.
 type consumersDir struct {
 	readOnlyDir
 	fs *fileSystem
@@ -17,17 +19,27 @@ type consumersDir struct {
 var (
 	_ = (fusefs.NodeMkdirer)((*consumersDir)(nil))
 	_ = (fusefs.NodeRmdirer)((*consumersDir)(nil))
+	_ = (fusefs.NodeGetattrer)((*consumersDir)(nil))
 )
+
+func (d *consumersDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFDIR | syscall.S_ISVTX | 0o777
+	out.Uid, out.Gid = mountOwner()
+	return 0
+}
 
 func (d *consumersDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	if err := d.fs.store.Join(name); err != nil {
 		return nil, errno(err)
 	}
 	dir := &consumerDir{fs: d.fs, name: name}
+	if c, ok := fuse.FromContext(ctx); ok {
+		dir.uid, dir.gid = c.Uid, c.Gid
+	}
 	// Persistent: the directory must stay listed even when the kernel
 	// forgets its inode; Rmdir drops it.
 	child := d.NewPersistentInode(ctx, dir, fusefs.StableAttr{Mode: syscall.S_IFDIR})
-	out.Mode = syscall.S_IFDIR | 0o755
+	dir.fillAttr(&out.Attr)
 	return child, 0
 }
 

@@ -16,7 +16,8 @@ import (
 // whatever set says) and changes nothing.
 type controlFile struct {
 	textFile
-	set func(value string) error
+	set      func(value string) error
+	uid, gid uint32 // who may write it (with root)
 }
 
 var (
@@ -43,6 +44,7 @@ func (f *controlFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fus
 func (f *controlFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	if _, ok := fh.(*controlHandle); ok {
 		out.Mode = syscall.S_IFREG | 0o644
+		out.Uid, out.Gid = f.uid, f.gid
 		return 0
 	}
 	return f.fillAttr(&out.Attr)
@@ -51,6 +53,7 @@ func (f *controlFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fu
 func (f *controlFile) fillAttr(attr *fuse.Attr) syscall.Errno {
 	errno := f.textFile.fillAttr(attr)
 	attr.Mode = syscall.S_IFREG | 0o644
+	attr.Uid, attr.Gid = f.uid, f.gid
 	return errno
 }
 

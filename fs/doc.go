@@ -5,8 +5,10 @@
 // The tree:
 //
 //	status                          the daemon's state, for people
-//	consumers/                      mkdir NAME joins, rmdir NAME leaves
-//	consumers/NAME/status           one consumer's state
+//	state                           the producer's state, one word, for programs
+//	consumers/                      mkdir NAME joins, rmdir NAME leaves (mode 1777)
+//	consumers/NAME/status           one consumer's state (NAME: mode 0700, its maker's)
+//	consumers/NAME/state            the same, one word
 //	consumers/NAME/000042.safetensors  that consumer's batch 42
 //
 // Invariants:
@@ -26,4 +28,7 @@
 //     lease as the batch, so release and consumption follow one rule.
 //   - Everything but mkdir/rmdir in consumers/ and unlink of a batch is
 //     read-only (EROFS).
+//   - The kernel checks permissions (default_permissions) against the
+//     modes and owners given here; other users get in only with
+//     AllowOther.
 package fs

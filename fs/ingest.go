@@ -58,11 +58,12 @@ var (
 
 func (d *ingestDir) OnAdd(ctx context.Context) {
 	in := d.fs.opts.Ingest
+	uid, gid := mountOwner()
 	files := map[string]fusefs.InodeEmbedder{
 		"next":   &textFile{render: func() ([]byte, error) { return []byte(uitoa(in.Next()) + "\n"), nil }},
 		"status": &textFile{render: in.Status},
 		"order":  &waitingFile{render: in.Order},
-		"skip": &controlFile{textFile: textFile{render: func() ([]byte, error) { return nil, nil }},
+		"skip": &controlFile{uid: uid, gid: gid, textFile: textFile{render: func() ([]byte, error) { return nil, nil }},
 			set: in.Skip},
 	}
 	for name, node := range files {
@@ -73,7 +74,7 @@ func (d *ingestDir) OnAdd(ctx context.Context) {
 // Getattr: the directory is writable by the mount's owner only.
 func (d *ingestDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.Mode = syscall.S_IFDIR | 0o755
-	out.Uid, out.Gid = uint32(os.Geteuid()), uint32(os.Getegid())
+	out.Uid, out.Gid = mountOwner()
 	return 0
 }
 

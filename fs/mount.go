@@ -23,6 +23,8 @@ import (
 type Options struct {
 	// Status renders MOUNTPOINT/status.
 	Status func() ([]byte, error)
+	// State renders MOUNTPOINT/state: the producer's state as one word.
+	State func() ([]byte, error)
 	// Metrics renders MOUNTPOINT/metrics (Prometheus text format).
 	Metrics func() ([]byte, error)
 	// Passthrough asks for FUSE passthrough; it is used only if the
@@ -42,7 +44,15 @@ type Options struct {
 	Ingest Ingest
 	// Debug logs every FUSE request.
 	Debug bool
+	// AllowOther lets users other than the mount's owner in (allow_other).
+	// The kernel then checks every access against the modes tsock gives:
+	// each consumer directory belongs to the user who made it.
+	AllowOther bool
 }
+
+// mountOwner is the user the daemon runs as: it owns everything but the
+// consumer directories (and their batch_size files).
+func mountOwner() (uid, gid uint32) { return uint32(os.Geteuid()), uint32(os.Getegid()) }
 
 // requestSize is the largest read the kernel sends (its cap is 1 MiB).
 const requestSize = 1 << 20
@@ -68,7 +78,10 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	mo := fuse.MountOptions{
 		FsName: "tsock", Name: "tsock",
 		DirectMount: true, MaxWrite: requestSize, DisableSplice: true,
-		AllowOther: os.Geteuid() == 0, Debug: opts.Debug,
+		AllowOther: opts.AllowOther, Debug: opts.Debug,
+		// The kernel checks permissions against the modes and owners
+		// tsock reports, as on any file system.
+		Options:       []string{"default_permissions"},
 		MaxBackground: 64,
 	}
 	if opts.Debug {

@@ -26,6 +26,16 @@ var (
 	_ = (fusefs.NodeSetattrer)((*readOnlyDir)(nil))
 )
 
+var _ = (fusefs.NodeGetattrer)((*readOnlyDir)(nil))
+
+// Getattr: a directory anyone may list, owned by the mount's owner (the
+// kernel checks permissions: default_permissions).
+func (*readOnlyDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFDIR | 0o755
+	out.Uid, out.Gid = mountOwner()
+	return 0
+}
+
 func (*readOnlyDir) Mkdir(context.Context, string, uint32, *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	return nil, syscall.EROFS
 }

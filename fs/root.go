@@ -18,7 +18,7 @@ type root struct {
 var _ = (fusefs.NodeOnAdder)((*root)(nil))
 
 func (r *root) OnAdd(ctx context.Context) {
-	for name, render := range map[string]func() ([]byte, error){"status": r.fs.opts.Status, "metrics": r.fs.opts.Metrics} {
+	for name, render := range map[string]func() ([]byte, error){"status": r.fs.opts.Status, "state": r.fs.opts.State, "metrics": r.fs.opts.Metrics} {
 		if render != nil {
 			file := &textFile{render: render}
 			r.AddChild(name, r.NewPersistentInode(ctx, file, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)

@@ -34,7 +34,7 @@ go test -c -o "$work/producer.test" ./producer
 
 # wait_idle: until the producer has made everything it will make.
 wait_idle() {
-	until grep -q "^state: idle" "$mnt/status"; do sleep 0.05; done
+	until [[ $(cat "$mnt/state") == idle ]]; do sleep 0.05; done
 }
 record() { echo "$*" >>"$results"; }
 shmem() { awk '/^Shmem:/ { print $2 * 1024 }' /proc/meminfo; }
@@ -120,7 +120,7 @@ for run in $(seq "$runs"); do
 		mount_bg --source "$work/data" --batch-size 64 --epochs 8 --buffer "$buffer" >/dev/null
 		for i in $(seq "$n"); do mkdir "$mnt/consumers/m$i"; done
 		peak=0
-		until grep -q "^state: buffer full" "$mnt/status"; do sample_memory; sleep 0.05; done
+		until [[ $(cat "$mnt/state") == full ]]; do sample_memory; sleep 0.05; done
 		pids=()
 		for i in $(seq "$n"); do
 			$py scripts/python/read_batches.py "$mnt" "m$i" >/dev/null &
@@ -192,7 +192,7 @@ for run in $(seq "$runs"); do
 	$py scripts/python/bench_ingest.py stream "$mnt" 60 &
 	writer=$!
 	peak=0
-	until grep -q "^state: buffer full" "$mnt/status"; do sample_memory; sleep 0.05; done
+	until [[ $(cat "$mnt/state") == full ]]; do sample_memory; sleep 0.05; done
 	pids=()
 	for i in $(seq 8); do
 		$py scripts/python/read_batches.py "$mnt" "m$i" >/dev/null &

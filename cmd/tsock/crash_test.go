@@ -51,6 +51,13 @@ func TestKilledConsumerIsEvicted(t *testing.T) {
 	if err != nil || !strings.Contains(string(status), "state: evicted: ") {
 		t.Fatalf("victim status: %v\n%s", err, status)
 	}
+	// Programs read the one-word files, not the prose.
+	for path, want := range map[string]string{filepath.Join(victimDir, "state"): "evicted\n",
+		filepath.Join(d.dir, "consumers", "survivor", "state"): "done\n"} {
+		if got := readFile(t, path); got != want {
+			t.Errorf("%s: %q, want %q", path, got, want)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(victimDir, fs.BatchName(5))); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("lookup in an evicted consumer: %v, want EIO", err)
 	}
@@ -215,6 +222,9 @@ func TestFileNamesCannotForgeStatus(t *testing.T) {
 	}
 	if strings.Count(st, "\nstate: ") != 1 || strings.Contains(st, "\nstate: failed") {
 		t.Errorf("status has a forged state line:\n%s", st)
+	}
+	if state := readFile(t, filepath.Join(d.dir, "state")); state == "failed\n" || strings.Count(state, "\n") != 1 {
+		t.Errorf("state %q: a file name forged it", state)
 	}
 	if !strings.Contains(st, "skipped inputs: 2") || !strings.Contains(st, `x\nstate: failed: forged.jpg`) || !strings.Contains(st, `\xff\xfe-latin1.jpg`) {
 		t.Errorf("status does not name both skipped files, escaped:\n%s", st)

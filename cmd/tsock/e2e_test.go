@@ -297,6 +297,9 @@ func endToEnd(t *testing.T, dataPath, wantStatus []string) {
 			t.Errorf("status lacks %q:\n%s", line, status)
 		}
 	}
+	if state := readFile(t, filepath.Join(d.dir, "state")); state != "idle\n" {
+		t.Errorf("state %q, want idle", state)
+	}
 	d.stop(t)
 }
 

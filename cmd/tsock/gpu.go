@@ -58,6 +58,14 @@ func (c *mountCommand) setUpGPU(hostBuffer int64) error {
 	return nil
 }
 
+// slabs is how many batches the GPU holds at once; 0 without --device.
+func (g *gpuMode) slabs() int {
+	if g == nil {
+		return 0
+	}
+	return len(g.pool.Slabs())
+}
+
 // files are MOUNTPOINT/gpu/devices and MOUNTPOINT/gpu/slabs. Every slab
 // line names the same handle (one allocation) and the slab's offset in it.
 func (g *gpuMode) files() map[string]func() ([]byte, error) {

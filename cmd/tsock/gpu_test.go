@@ -209,6 +209,32 @@ func TestCUDAFilesPointAtTheBatchBytes(t *testing.T) {
 	})
 }
 
+// A consumer batch size spanning more producer batches than there are GPU
+// slabs would wait forever for room: batch_size refuses it (EINVAL) even
+// where the host buffer would hold them.
+func TestBatchSizeMustFitTheGPUSlabs(t *testing.T) {
+	t.Setenv("TSOCK_LIBCUDA", gputest.LibCUDA(t))
+	slab := 8 * (16 + 3*16*16) // one batch's tensors
+	d := startDaemon(t, "--source", "synthetic:40", "--batch-size", "8", "--image-size", "16",
+		"--buffer", "1MiB", "--gpu-buffer", fmt.Sprint(3*slab), "--device", "cuda:0")
+	dir := filepath.Join(d.dir, "consumers", "trial")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	knob := filepath.Join(dir, "batch_size")
+	// 17 samples span up to 4 producer batches of 8; 3 slabs hold 3.
+	if err := os.WriteFile(knob, []byte("17\n"), 0); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("batch size 17 over 3 slabs: %v, want EINVAL", err)
+	}
+	if err := os.WriteFile(knob, []byte("9\n"), 0); err != nil {
+		t.Fatalf("batch size 9 over 3 slabs: %v", err)
+	}
+	if got := readFile(t, knob); got != "9\n" {
+		t.Fatalf("batch_size %q, want 9", got)
+	}
+	d.stop(t)
+}
+
 // cudaSlab is slab id's device address, from the fake IPC handle in
 // gpu/slabs ("fake:<hex address>") and the slab's offset.
 func cudaSlab(t *testing.T, mnt string, id int) uint64 {

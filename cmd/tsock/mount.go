@@ -35,6 +35,7 @@ type mountCommand struct {
 	storage     string
 	passthrough string
 	debug       bool
+	allowOther  bool
 	eviction    batchstore.Eviction
 	join        string
 	cfg         producer.Config
@@ -89,6 +90,7 @@ func (c *mountCommand) Parse(args []string) error {
 	f.StringVar(&c.gpuBuffer, "gpu-buffer", "", "GPU memory for batches (with --device); default: --buffer")
 	f.StringVar(&c.gpuSlab, "gpu-slab", "", "with --ingest --device: GPU memory per batch; default: --gpu-buffer/8")
 	f.BoolVar(&c.debug, "debug", false, "log every FUSE request")
+	f.BoolVar(&c.allowOther, "allow-other", false, "let other users in (each consumer directory stays its maker's)")
 	if err := parseFlags(f, args); err != nil {
 		return err
 	}
@@ -282,12 +284,13 @@ func (c *mountCommand) setUp() error {
 		}
 	}
 	c.cfg.Source = src
-	storeCfg := producer.StoreConfig(c.cfg, limit)
-	storeCfg.JoinAtEpoch = c.join == "epoch"
-	c.store = batchstore.New(storeCfg)
 	if err := c.setUpGPU(limit); err != nil {
 		return err
 	}
+	storeCfg := producer.StoreConfig(c.cfg, limit)
+	storeCfg.JoinAtEpoch = c.join == "epoch"
+	storeCfg.MaxBatches = c.gpu.slabs()
+	c.store = batchstore.New(storeCfg)
 	if c.alloc, err = newAllocator(c.storage); err != nil {
 		return err
 	}
@@ -300,14 +303,15 @@ func (c *mountCommand) setUp() error {
 
 // setUpIngest wires store, storage and mount for outside producers.
 func (c *mountCommand) setUpIngest(limit int64) error {
-	c.store = batchstore.New(batchstore.Config{
-		Limit: limit, BatchSize: c.cfg.BatchSize, Epochs: c.cfg.Epochs, Samples: c.ingestCfg.Samples,
-		Measure: batchfile.Measure, Unordered: c.ingestCfg.Samples == 0, JoinAtEpoch: c.join == "epoch",
-	})
 	var err error
 	if err = c.setUpGPU(limit); err != nil {
 		return err
 	}
+	c.store = batchstore.New(batchstore.Config{
+		Limit: limit, BatchSize: c.cfg.BatchSize, Epochs: c.cfg.Epochs, Samples: c.ingestCfg.Samples,
+		Measure: batchfile.Measure, Unordered: c.ingestCfg.Samples == 0, JoinAtEpoch: c.join == "epoch",
+		MaxBatches: c.gpu.slabs(),
+	})
 	if c.alloc, err = newAllocator(c.storage); err != nil {
 		return err
 	}
@@ -325,8 +329,8 @@ func (c *mountCommand) mount(in fs.Ingest) error {
 	defer probe.Free()
 	c.rate = newRateMeter(c.store)
 	opts := fs.Options{
-		Status: c.status, Metrics: c.metrics, Compose: compose, Passthrough: c.passthrough == "auto",
-		Backing: c.alloc.Describe(), ProbeFd: probe.Fd(), Debug: c.debug, Ingest: in,
+		Status: c.status, State: c.state, Metrics: c.metrics, Compose: compose, Passthrough: c.passthrough == "auto",
+		Backing: c.alloc.Describe(), ProbeFd: probe.Fd(), Debug: c.debug, Ingest: in, AllowOther: c.allowOther,
 	}
 	if c.gpu != nil {
 		opts.CUDA, opts.GPU = producer.NewCUDAFiles(c.gpu.pool), c.gpu.files()

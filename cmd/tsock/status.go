@@ -64,7 +64,7 @@ func (c *mountCommand) ingestStatus(b *strings.Builder, snap batchstore.Snapshot
 	}
 	fmt.Fprintf(b, "batch size: %d (consumers' default)\n", c.cfg.BatchSize)
 	fmt.Fprintf(b, "epoch: %d of %s (%d samples of it published)\n", st.Epoch, epochs, st.Position)
-	state := producerState(snap, "")
+	_, state := producerState(snap, "")
 	if st.Writing == "" && state == "producing" {
 		state = "waiting for a producer to write ingest/" + fmt.Sprintf("%06d.safetensors", c.ingest.Next())
 	}
@@ -92,23 +92,37 @@ func (c *mountCommand) producerStatus(b *strings.Builder, snap batchstore.Snapsh
 		epochs = fmt.Sprint(cfg.Epochs)
 	}
 	fmt.Fprintf(b, "epoch: %d of %s (%d of %d samples)\n", ps.Epoch, epochs, ps.EpochDone, ps.EpochLen)
-	fmt.Fprintf(b, "state: %s\n", producerState(snap, ps.Failure))
+	_, state := producerState(snap, ps.Failure)
+	fmt.Fprintf(b, "state: %s\n", state)
 }
 
-func producerState(snap batchstore.Snapshot, failure string) string {
+// producerState is the producer's state: one word for programs
+// (MOUNTPOINT/state: producing, full, idle, stopped or failed) and a line
+// for people (status).
+func producerState(snap batchstore.Snapshot, failure string) (word, line string) {
 	switch {
 	case failure != "":
-		return "failed: " + printable(failure)
+		return "failed", "failed: " + printable(failure)
 	case snap.Finished:
-		return "stopped"
+		return "stopped", "stopped"
 	case snap.ProducerIdle:
-		return "idle: every consumer has all the samples it needs"
+		return "idle", "idle: every consumer has all the samples it needs"
 	case snap.ProducerWaiting && len(snap.Consumers) == 0:
-		return "buffer full, waiting for a consumer to join"
+		return "full", "buffer full, waiting for a consumer to join"
 	case snap.ProducerWaiting:
-		return "buffer full, waiting for consumers to read"
+		return "full", "buffer full, waiting for consumers to read"
 	}
-	return "producing"
+	return "producing", "producing"
+}
+
+// state renders MOUNTPOINT/state.
+func (c *mountCommand) state() ([]byte, error) {
+	failure := ""
+	if c.ingest == nil {
+		failure = c.producer.Stats().Snapshot().Failure
+	}
+	word, _ := producerState(c.store.Snapshot(), failure)
+	return []byte(word + "\n"), nil
 }
 
 // rateMeter samples the store's sample count once a second, for a rate

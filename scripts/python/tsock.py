@@ -185,6 +185,16 @@ def _read_status(path, what):
     return dict(line.strip().split(": ", 1) for line in text.splitlines() if ": " in line)
 
 
+def _state(path):
+    """A state file's one word (the mount's or a consumer's); "" if it
+    cannot be read. Decisions read these, never the prose of status."""
+    try:
+        with open(path, errors="backslashreplace") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def _leave(path):
     try:
         os.rmdir(path)
@@ -257,9 +267,12 @@ class Consumer:
         unless the consumer is gone or the producer failed."""
         if not os.path.isdir(self.dir):
             raise TsockError(f"consumer {self.name} is gone from {self.mount} (removed from elsewhere?)")
-        state = _read_status(os.path.join(self.mount, "status"), self.mount).get("state", "")
-        if state.startswith("failed"):
-            raise TsockError(f"{self.mount}: the producer {state}")
+        self._raise_if_failed()
+
+    def _raise_if_failed(self):
+        if _state(os.path.join(self.mount, "state")) == "failed":
+            why = _read_status(os.path.join(self.mount, "status"), self.mount).get("state", "failed")
+            raise TsockError(f"{self.mount}: the producer {why}") from None
 
     def _take(self):
         """The next batch, or None after the last one."""
@@ -276,12 +289,10 @@ class Consumer:
             return None
         except OSError as e:
             if e.errno == errno.EIO:
-                state = self.status().get("state", "")
-                if state.startswith("evicted"):
-                    raise TsockError(f"consumer {self.name} was {state}") from None
-                state = _read_status(os.path.join(self.mount, "status"), self.mount).get("state", "")
-                if state.startswith("failed"):
-                    raise TsockError(f"{self.mount}: the producer {state}") from None
+                if _state(os.path.join(self.dir, "state")) == "evicted":
+                    why = self.status().get("state", "evicted")
+                    raise TsockError(f"consumer {self.name} was {why}") from None
+                self._raise_if_failed()
             if e.errno in _GONE:
                 raise TsockError(f"{self.mount}: the tsock daemon is stopping or gone ({e.strerror}): "
                                  f"consumer {self.name} did not reach its end") from None
