@@ -79,18 +79,7 @@ func (d *ingestDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse
 }
 
 func (d *ingestDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	child := d.GetChild(name)
-	if child == nil {
-		return nil, syscall.ENOENT
-	}
-	if g, ok := child.Operations().(fusefs.NodeGetattrer); ok {
-		var a fuse.AttrOut
-		if errno := g.Getattr(ctx, nil, &a); errno != 0 {
-			return nil, errno
-		}
-		out.Attr = a.Attr
-	}
-	return child, 0
+	return lookupChild(ctx, &d.Inode, name, out)
 }
 
 // Create starts the next batch; it blocks while the buffer has no room.

@@ -44,6 +44,9 @@ type Options struct {
 	Ingest Ingest
 	// Debug logs every FUSE request.
 	Debug bool
+	// Serving, if set, is called with the mount before anything is
+	// served: the caller's handlers may rely on what it sets there.
+	Serving func(*Mounted)
 	// AllowOther lets users other than the mount's owner in (allow_other).
 	// The kernel then checks every access against the modes tsock gives:
 	// each consumer directory belongs to the user who made it.
@@ -73,7 +76,7 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	if err := checkMountpoint(dir); err != nil {
 		return nil, err
 	}
-	fsys := &fileSystem{store: store, opts: opts, path: &dataPath{backing: opts.Backing}}
+	fsys := &fileSystem{store: store, opts: opts, path: &dataPath{backing: opts.Backing}, ready: make(chan struct{})}
 	zero, attr := time.Duration(0), time.Second
 	mo := fuse.MountOptions{
 		FsName: "tsock", Name: "tsock",
@@ -87,17 +90,23 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	if opts.Debug {
 		mo.Logger = log.New(os.Stderr, "fuse: ", 0)
 	}
-	server, err := fusefs.Mount(dir, &root{fs: fsys}, &fusefs.Options{
+	fsys.root = &root{fs: fsys}
+	server, err := fusefs.Mount(dir, fsys.root, &fusefs.Options{
 		MountOptions: mo, EntryTimeout: &zero, NegativeTimeout: &zero, AttrTimeout: &attr,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
+	fsys.forget = newForgetter(fsys)
 	m := &Mounted{Dir: dir, server: server, fs: fsys}
 	fsys.path.wanted, fsys.path.reason = m.probePassthrough(opts)
 	if err := setReadahead(dir, requestSize/1024); err != nil {
 		slog.Warn("could not raise readahead; daemon-served reads will be slower", "err", err)
 	}
+	if opts.Serving != nil {
+		opts.Serving(m)
+	}
+	close(fsys.ready)
 	return m, nil
 }
 
@@ -150,12 +159,32 @@ func (m *Mounted) IngestPath() string {
 // Passthrough reports whether opens are served by passthrough.
 func (m *Mounted) Passthrough() bool { return m.fs.path.wanted && m.fs.path.daemonReads.Load() == 0 }
 
+// BatchInodes is how many batch files' inodes the kernel holds now, over
+// every consumer directory. Each costs daemon memory until the kernel
+// forgets it.
+func (m *Mounted) BatchInodes() int {
+	consumers := m.fs.root.GetChild("consumers")
+	if consumers == nil {
+		return 0
+	}
+	n := 0
+	for _, dir := range consumers.Children() {
+		for name := range dir.Children() {
+			if !controlNames[name] {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Wait blocks until the file system is unmounted, by Unmount or umount(8).
 func (m *Mounted) Wait() { m.server.Wait() }
 
 // Unmount unmounts, unless umount(8) already did; readers still blocked
 // in a lookup get an error.
 func (m *Mounted) Unmount() error {
+	defer m.fs.forget.close()
 	if still, err := isMountPoint(m.Dir); err == nil && !still {
 		return nil
 	}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
@@ -135,3 +137,67 @@ func (e *env) join(names ...string) {
 }
 
 func sum(b []byte) string { return fmt.Sprintf("%x", sha256.Sum256(b)) }
+
+// Nothing is served before the mount is ready: a reader polling status
+// from the moment the mount appears sees only what the caller set in
+// Serving (cmd/tsock's status read a nil mount in that window).
+func TestNothingIsServedBeforeServing(t *testing.T) {
+	fusetest.Need(t)
+	store := batchstore.New(batchstore.Config{Limit: 1 << 20, SizeOf: func(n int) int64 { return int64(n) }})
+	alloc := memfile.NewMemFD()
+	probe, err := alloc.Create(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Free()
+	dir := t.TempDir()
+	var set atomic.Bool
+	stop := make(chan struct{})
+	seen := make(chan string, 1)
+	go func() { // polls as a script waiting for the mount does
+		early := ""
+		defer func() { seen <- early }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if data, err := os.ReadFile(filepath.Join(dir, "status")); err == nil && string(data) != "ready\n" {
+				early = string(data)
+			}
+		}
+	}()
+	m, err := fs.Mount(dir, store, fs.Options{
+		Status: func() ([]byte, error) {
+			if !set.Load() {
+				return []byte("served before Serving returned\n"), nil
+			}
+			return []byte("ready\n"), nil
+		},
+		Serving: func(*fs.Mounted) {
+			time.Sleep(200 * time.Millisecond) // the window a reader must not get into
+			set.Store(true)
+		},
+		Backing: "memfd", ProbeFd: probe.Fd(), Compose: concat,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		store.Shutdown()
+		if err := m.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+		store.Close()
+	}()
+	for { // until the poller has read status once the mount is ready
+		if data, err := os.ReadFile(filepath.Join(dir, "status")); err == nil && string(data) == "ready\n" {
+			break
+		}
+	}
+	close(stop)
+	if early := <-seen; early != "" {
+		t.Fatalf("a reader got %q", early)
+	}
+}

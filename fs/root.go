@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/tsock/tsock/batchstore"
 )
@@ -15,7 +16,38 @@ type root struct {
 	fs *fileSystem
 }
 
-var _ = (fusefs.NodeOnAdder)((*root)(nil))
+var (
+	_ = (fusefs.NodeOnAdder)((*root)(nil))
+	_ = (fusefs.NodeLookuper)((*root)(nil))
+)
+
+// Lookup waits until the mount is ready: every path goes through here
+// (entry timeouts are zero), so nothing is served before Mount has set
+// what handlers read (the data path probed, the caller's own state).
+func (r *root) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	select {
+	case <-r.fs.ready:
+	case <-ctx.Done():
+		return nil, syscall.EINTR
+	}
+	return lookupChild(ctx, &r.Inode, name, out)
+}
+
+// lookupChild answers a lookup of one of dir's fixed children.
+func lookupChild(ctx context.Context, dir *fusefs.Inode, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	child := dir.GetChild(name)
+	if child == nil {
+		return nil, syscall.ENOENT
+	}
+	if g, ok := child.Operations().(fusefs.NodeGetattrer); ok {
+		var a fuse.AttrOut
+		if errno := g.Getattr(ctx, nil, &a); errno != 0 {
+			return nil, errno
+		}
+		out.Attr = a.Attr
+	}
+	return child, 0
+}
 
 func (r *root) OnAdd(ctx context.Context) {
 	for name, render := range map[string]func() ([]byte, error){"status": r.fs.opts.Status, "state": r.fs.opts.State, "metrics": r.fs.opts.Metrics} {
@@ -55,4 +87,9 @@ type fileSystem struct {
 	store *batchstore.Store
 	opts  Options
 	path  *dataPath
+	root  *root
+	// forget is told of every batch a consumer released.
+	forget *forgetter
+	// ready is closed once Mount (and its caller's Ready) are done.
+	ready chan struct{}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -36,6 +37,7 @@ type mountCommand struct {
 	passthrough string
 	debug       bool
 	allowOther  bool
+	unmounted   chan struct{} // closed when the file system is gone
 	eviction    batchstore.Eviction
 	join        string
 	cfg         producer.Config
@@ -220,21 +222,24 @@ func (c *mountCommand) Run(ctx context.Context) error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	// Every goroutine Run starts ends before it returns, but the one that
+	// waits for the unmount: Close unmounts and waits for that one.
+	var workers sync.WaitGroup
+	defer workers.Wait()
 	defer cancel()
 	produced := make(chan error, 1)
 	if c.ingest != nil {
 		fmt.Fprintf(c.stdout, "tsock: mounted %s: %s; producers write %s/ingest/; %s\n", c.mounted.Dir,
 			c.ingestDescription(), c.mounted.Dir, c.mounted.SharedPath())
-		go func() { <-ctx.Done(); produced <- nil }()
+		produced = nil // nothing to produce: serve until the end
 	} else {
 		fmt.Fprintf(c.stdout, "tsock: mounted %s: %s, %d samples in %d classes; %s\n", c.mounted.Dir,
 			printable(c.cfg.Source.Describe()), c.cfg.Source.Len(), len(c.cfg.Source.Classes()), c.mounted.SharedPath())
-		go func() { produced <- c.producer.Run(ctx) }()
+		workers.Go(func() { produced <- c.producer.Run(ctx) })
 	}
-	go c.rate.run(ctx)
-	go c.store.Watch(ctx, c.eviction)
-	unmounted := make(chan struct{})
-	go func() { c.mounted.Wait(); close(unmounted) }()
+	workers.Go(func() { c.rate.run(ctx) })
+	workers.Go(func() { c.store.Watch(ctx, c.eviction) })
+	unmounted := c.unmounted
 	var err error
 	select {
 	case <-ctx.Done():
@@ -335,8 +340,16 @@ func (c *mountCommand) mount(in fs.Ingest) error {
 	if c.gpu != nil {
 		opts.CUDA, opts.GPU = producer.NewCUDAFiles(c.gpu.pool), c.gpu.files()
 	}
-	c.mounted, err = fs.Mount(c.mountpoint, c.store, opts)
-	return err
+	// Handlers (status, ingest/status) read c.mounted: set before serving.
+	opts.Serving = func(m *fs.Mounted) { c.mounted = m }
+	if _, err = fs.Mount(c.mountpoint, c.store, opts); err != nil {
+		return err
+	}
+	// Closed once the file system is gone (Close's unmount, or umount(8));
+	// Close waits for this goroutine.
+	c.unmounted = make(chan struct{})
+	go func() { c.mounted.Wait(); close(c.unmounted) }()
+	return nil
 }
 
 // newAllocator picks batch storage: huge-page tmpfs when allowed, else memfd.
@@ -363,6 +376,14 @@ func (c *mountCommand) Close() error {
 	}
 	if c.mounted != nil {
 		errs = append(errs, c.mounted.Unmount())
+		// The server ends with the mount. Where a busy mount was detached
+		// lazily (a shell cd'ed into it), the kernel keeps it alive until
+		// it is left: do not hang the daemon's exit on that.
+		select {
+		case <-c.unmounted:
+		case <-time.After(5 * time.Second):
+			slog.Warn("the detached mount is still busy; exiting without waiting for it", "mountpoint", c.mounted.Dir)
+		}
 	}
 	if c.store != nil {
 		errs = append(errs, c.store.Close())
