@@ -38,25 +38,31 @@ type cbatch struct {
 }
 
 type consumer struct {
-	name        string
-	id          int
-	batchSize   int
-	started     bool   // it has looked up a batch: its batch size is fixed
-	joinEpoch   int    // producer epoch its first epoch starts in
-	joinPos     int    // output position in that epoch where it starts
-	splitID     int    // its split, 0 when aligned to producer epochs
-	start       uint64 // global sample of its first sample; valid when startKnown
-	startKnown  bool
-	batches     []cbatch // its batches computed so far, from number 0
-	done        map[uint64]struct{}
-	low         uint64         // its lowest unconsumed batch number
-	handles     map[uint64]int // open leases per batch number
-	joined      time.Time
-	left        bool
-	evicted     string    // why it was evicted; "" while it is not
-	progress    time.Time // when it last joined, opened or consumed
-	stalled     time.Time // since when it holds back a full buffer without progress
-	straggling  time.Time // since when it holds the oldest batch of a full buffer
+	name       string
+	id         int
+	batchSize  int
+	started    bool   // it has looked up a batch: its batch size is fixed
+	joinEpoch  int    // producer epoch its first epoch starts in
+	joinPos    int    // output position in that epoch where it starts
+	splitID    int    // its split, 0 when aligned to producer epochs
+	start      uint64 // global sample of its first sample; valid when startKnown
+	startKnown bool
+	batches    []cbatch // its batches computed so far, from number 0
+	done       map[uint64]struct{}
+	low        uint64         // its lowest unconsumed batch number
+	handles    map[uint64]int // open leases per batch number
+	joined     time.Time
+	left       bool
+	evicted    string    // why it was evicted; "" while it is not
+	progress   time.Time // when it last joined, opened or consumed
+	stalled    time.Time // since when it holds back a full buffer without progress
+	straggling time.Time // since when it holds the oldest batch of a full buffer
+	// selfBlocked: since when it waits for a batch that the full buffer
+	// cannot make while it needs the buffer's oldest batch itself, with
+	// no progress. deadlocked: for a consumer timeout (--straggler
+	// block): its waits fail with ErrDeadlock instead of lasting forever.
+	selfBlocked time.Time
+	deadlocked  bool
 	batchesRead uint64
 	bytesRead   int64
 	samplesRead uint64

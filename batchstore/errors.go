@@ -32,6 +32,10 @@ var (
 	ErrBadBatch = errors.New("invalid batch")
 	// ErrPublished: an ingested batch number that is already published.
 	ErrPublished = errors.New("batch already published")
+	// ErrDeadlock: the consumer waited, for the consumer timeout, for a
+	// batch that the full buffer cannot make until it reads (or gives
+	// up) the buffer's oldest batch itself.
+	ErrDeadlock = errors.New("waiting for a batch only this consumer's own reading can make room for")
 	// ErrWriting: another writer has the next ingested batch open.
 	ErrWriting = errors.New("batch being written by another writer")
 )

@@ -79,12 +79,28 @@ func (s *Store) evictStale(now time.Time, e Eviction) []string {
 		}
 		holding := s.stats.producerWaiting && s.lagOf(c) > 0
 		c.stalled = since(c.stalled, holding && len(c.handles) == 0 && c.waiting == 0, now, c.progress)
-		holdsOldest := false
-		if b := s.held[oldest]; holding && c.waiting == 0 && waiters > 0 && b != nil {
-			holdsOldest = s.needs(c, b)
+		needsOldest := false
+		if b := s.held[oldest]; holding && b != nil {
+			needsOldest = s.needs(c, b)
 		}
-		c.straggling = since(c.straggling, holdsOldest, now, time.Time{})
+		c.straggling = since(c.straggling, needsOldest && c.waiting == 0 && waiters > 0, now, time.Time{})
+		// Waiting for a batch that only its own reading can make room for
+		// (an open far ahead; more batches kept mapped than the buffer
+		// holds): nothing else will end that wait, and everyone stalls.
+		c.selfBlocked = since(c.selfBlocked, needsOldest && c.waiting > 0, now, c.progress)
+		selfBlocked := !c.selfBlocked.IsZero() && now.Sub(c.selfBlocked) >= e.Timeout
+		if !selfBlocked {
+			c.deadlocked = false
+		}
 		switch {
+		case selfBlocked && e.Straggler == Evict:
+			s.evict(c, fmt.Sprintf("waited %s for a batch the full buffer could not make while it held back the buffer's oldest batch (--straggler evict)", e.Timeout))
+		case selfBlocked:
+			if !c.deadlocked {
+				c.deadlocked = true
+				s.broadcast() // its waits end with ErrDeadlock
+			}
+			continue
 		case !c.stalled.IsZero() && now.Sub(c.stalled) >= e.Timeout:
 			s.evict(c, fmt.Sprintf("no open file and no progress for %s while the buffer was full", e.Timeout))
 		case e.Straggler == Evict && !c.straggling.IsZero() && now.Sub(c.straggling) >= e.Timeout:

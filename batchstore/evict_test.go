@@ -112,3 +112,55 @@ func TestStragglerPolicy(t *testing.T) {
 		<-waiting
 	}
 }
+
+// A consumer waiting for a batch that the full buffer can only make once
+// it reads the buffer's oldest batch itself (an open far ahead of its
+// position, or more batches kept mapped than the buffer holds) would wait
+// forever and stall everyone, its rmdir stuck behind the wait. After the
+// timeout without progress its wait fails with ErrDeadlock (block: it is
+// kept, and may read on), or it is evicted (evict).
+func TestAWaitOnlyTheWaiterCanEndIsBroken(t *testing.T) {
+	for _, straggler := range []Straggler{Block, Evict} {
+		t.Run(string(straggler), func(t *testing.T) {
+			s, room := fullBuffer(t) // b has read nothing; the producer waits for room
+			waited := make(chan error, 1)
+			go func() {
+				_, err := s.Lookup(context.Background(), "b", 5, 2)
+				waited <- err
+			}()
+			waitUntil(t, func() bool { cs, _ := s.ConsumerSnapshot("b"); return cs.Waiting })
+			p := Eviction{Timeout: 30 * time.Second, Straggler: straggler}
+			now := time.Now()
+			s.evictStale(now, p)
+			s.evictStale(now.Add(29*time.Second), p)
+			select {
+			case err := <-waited:
+				t.Fatalf("the wait ended before the timeout: %v", err)
+			default:
+			}
+			evicted := s.evictStale(now.Add(31*time.Second), p)
+			var err error
+			select {
+			case err = <-waited:
+			case <-time.After(10 * time.Second): // a bound for the failure, not a wait for success
+				t.Fatal("the wait did not end after the timeout")
+			}
+			switch straggler {
+			case Block:
+				if !errors.Is(err, ErrDeadlock) || len(evicted) != 0 {
+					t.Fatalf("wait ended with %v, evicted %v: want ErrDeadlock and nobody evicted", err, evicted)
+				}
+				if _, err := s.Lookup(context.Background(), "b", 0, 2); err != nil {
+					t.Fatalf("b reads on after the broken wait: %v", err)
+				}
+			case Evict:
+				if !errors.Is(err, ErrEvicted) || len(evicted) != 1 || evicted[0] != "b" {
+					t.Fatalf("wait ended with %v, evicted %v: want b evicted", err, evicted)
+				}
+				if err := <-room; err != nil {
+					t.Fatalf("producer still blocked after the eviction: %v", err)
+				}
+			}
+		})
+	}
+}

@@ -157,6 +157,9 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 		if s.finished {
 			return Ref{}, fmt.Errorf("lookup %s/%d: the producer has stopped: %w", name, local, ErrNotFound)
 		}
+		if c.deadlocked {
+			return Ref{}, fmt.Errorf("lookup %s/%d: read or unlink batch %d first, or hold fewer open: %w", name, local, c.low, ErrDeadlock)
+		}
 		if err := s.waitFor(ctx, c); err != nil {
 			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
 		}

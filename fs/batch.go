@@ -62,7 +62,8 @@ func (b *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	h := &batchHandle{lease: lease, path: b.fs.path, data: lease.Blob(), shared: true, served: &b.fs.path.daemonBytes, forget: b.fs.forget}
+	h := &batchHandle{lease: lease, path: b.fs.path, data: lease.Blob(), shared: true, served: &b.fs.path.daemonBytes,
+		forget: b.fs.forget, node: b.EmbeddedInode()}
 	if b.fs.path.passthrough() {
 		return &passthroughHandle{h}, fuse.FOPEN_KEEP_CACHE, 0
 	}
@@ -84,6 +85,7 @@ type batchHandle struct {
 	shared bool           // a producer batch: a read here means passthrough is off
 	served *atomic.Uint64 // counts the bytes served, if set
 	forget *forgetter     // told of the release
+	node   *fusefs.Inode  // the file's inode, to forget once released
 }
 
 var (
@@ -111,7 +113,7 @@ func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 // Release comes after the last close and munmap of this open.
 func (h *batchHandle) Release(ctx context.Context) syscall.Errno {
 	h.lease.Release()
-	h.forget.add(h.lease.Consumer(), h.lease.Local())
+	h.forget.add(h.node)
 	return 0
 }
 

@@ -34,6 +34,8 @@ func errno(err error) syscall.Errno {
 		return syscall.ESHUTDOWN
 	case errors.Is(err, batchstore.ErrTooLarge):
 		return syscall.EFBIG
+	case errors.Is(err, batchstore.ErrDeadlock):
+		return syscall.EDEADLK
 	}
 	slog.Error("unexpected error in file system request", "err", err)
 	return syscall.EIO

@@ -2,43 +2,50 @@ package fs
 
 import (
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
 )
 
-// forgetter tells the kernel to drop the names of batches a consumer has
-// released, so that it forgets their inodes and go-fuse frees them. With
-// zero entry timeouts the kernel would otherwise keep every name it ever
-// looked up until memory pressure or the consumer's rmdir: the daemon
-// grew by about 0.9 KiB per batch read in a run-forever test.
+// forgetter asks the kernel to forget the inodes of batch files once they
+// are released, so that go-fuse frees them too. With zero entry timeouts
+// the kernel otherwise keeps every batch it ever looked up until memory
+// pressure or the consumer's rmdir: the daemon grew by about 0.9 KiB per
+// batch read in a run-forever test.
 //
-// Telling the kernel (NotifyEntry) takes the directory's lock, which a
-// lookup blocked in the store holds: it runs on its own goroutine, never
-// inside a request, and Mounted.Unmount stops it after the store has let
-// blocked lookups go.
+// It uses NOTIFY_PRUNE (FUSE 7.45, Linux 6.16+), which takes no directory
+// lock. NotifyEntry, tried first, takes the directory's lock, which a
+// lookup blocked in the store holds: every other lookup in that directory
+// (status, state) then queued behind it, and a shutdown test hung. On an
+// older kernel nothing is pruned and status shows the count growing.
+// The goroutine is Mounted.Unmount's to stop.
 type forgetter struct {
-	fs      *fileSystem
-	mu      sync.Mutex
-	pending []forgetEntry
-	wake    chan struct{} // one token: something is pending
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	root        *fusefs.Inode
+	mu          sync.Mutex
+	pending     []*fusefs.Inode
+	wake        chan struct{} // one token: something is pending
+	stop        chan struct{}
+	done        chan struct{}
+	once        sync.Once
+	unsupported atomic.Bool
 }
 
-type forgetEntry struct {
-	consumer string
-	local    uint64
-}
-
-func newForgetter(fs *fileSystem) *forgetter {
-	f := &forgetter{fs: fs, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+func newForgetter(root *fusefs.Inode) *forgetter {
+	f := &forgetter{root: root, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go f.run()
 	return f
 }
 
-// add queues consumer's batch local; it never blocks (it runs in Release).
-func (f *forgetter) add(consumer string, local uint64) {
+// add queues a released batch file's inode; it never blocks (it runs in
+// Release).
+func (f *forgetter) add(node *fusefs.Inode) {
+	if node == nil || f.unsupported.Load() {
+		return
+	}
 	f.mu.Lock()
-	f.pending = append(f.pending, forgetEntry{consumer, local})
+	f.pending = append(f.pending, node)
 	f.mu.Unlock()
 	select {
 	case f.wake <- struct{}{}:
@@ -46,32 +53,47 @@ func (f *forgetter) add(consumer string, local uint64) {
 	}
 }
 
+// retries bounds how often one inode is asked for again: the kernel
+// prunes only what nobody uses, and a release can arrive while the file
+// being closed still holds its name.
+const retries = 8
+
 func (f *forgetter) run() {
 	defer close(f.done)
+	var again []*fusefs.Inode // asked for before, not forgotten yet
+	tries := map[*fusefs.Inode]int{}
 	for {
+		var retry <-chan time.Time
+		if len(again) > 0 {
+			retry = time.After(100 * time.Millisecond)
+		}
 		select {
 		case <-f.stop:
 			return
 		case <-f.wake:
+		case <-retry:
 		}
 		f.mu.Lock()
-		batch := f.pending
+		nodes := append(again, f.pending...)
 		f.pending = nil
 		f.mu.Unlock()
-		consumers := f.fs.root.GetChild("consumers")
-		for _, e := range batch {
-			dir := consumers.GetChild(e.consumer)
-			if dir == nil {
-				continue // it left: rmdir dropped every name
-			}
-			// ENOENT (the kernel had no such name) is fine.
-			dir.NotifyEntry(BatchName(e.local))
-			if f.fs.opts.CUDA != nil {
-				dir.NotifyEntry(CUDAName(e.local))
+		if errno := f.root.NotifyPrune(nodes); errno == syscall.ENOSYS {
+			f.unsupported.Store(true)
+			return
+		}
+		again = again[:0:0]
+		for _, n := range nodes {
+			if tries[n]++; !n.Forgotten() && tries[n] < retries {
+				again = append(again, n)
+			} else {
+				delete(tries, n)
 			}
 		}
 	}
 }
+
+// Supported says whether the kernel can be asked to forget.
+func (f *forgetter) Supported() bool { return !f.unsupported.Load() }
 
 // close stops the goroutine and waits for it.
 func (f *forgetter) close() {

@@ -97,7 +97,7 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	fsys.forget = newForgetter(fsys)
+	fsys.forget = newForgetter(fsys.root.EmbeddedInode())
 	m := &Mounted{Dir: dir, server: server, fs: fsys}
 	fsys.path.wanted, fsys.path.reason = m.probePassthrough(opts)
 	if err := setReadahead(dir, requestSize/1024); err != nil {
@@ -178,13 +178,21 @@ func (m *Mounted) BatchInodes() int {
 	return n
 }
 
+// PrunesInodes says whether the kernel forgets released batch files when
+// asked (NOTIFY_PRUNE, Linux 6.16+); without it they stay until memory
+// pressure.
+func (m *Mounted) PrunesInodes() bool { return m.fs.forget.Supported() }
+
 // Wait blocks until the file system is unmounted, by Unmount or umount(8).
 func (m *Mounted) Wait() { m.server.Wait() }
 
 // Unmount unmounts, unless umount(8) already did; readers still blocked
-// in a lookup get an error.
+// in a lookup get an error. Shut the store down first.
 func (m *Mounted) Unmount() error {
-	defer m.fs.forget.close()
+	// First the forgetter: a notify waits for its directory's lock, which
+	// a pending lookup holds; with the store shut down (callers do that
+	// first) lookups return at once, and no notify may race the unmount.
+	m.fs.forget.close()
 	if still, err := isMountPoint(m.Dir); err == nil && !still {
 		return nil
 	}

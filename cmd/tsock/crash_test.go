@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tsock/tsock/fs"
@@ -237,6 +238,51 @@ func TestFileNamesCannotForgeStatus(t *testing.T) {
 st = tsock._read_status(sys.argv[2] + "/status", "m"); print(st["state"])`, client, d.dir).CombinedOutput()
 	if err != nil || strings.HasPrefix(string(out), "failed") {
 		t.Errorf("the Python client read state %q (%v)", out, err)
+	}
+	d.stop(t)
+}
+
+// An open far ahead of a consumer's position, with a full buffer of
+// batches only it can free, waited forever: every other consumer stalled
+// and its rmdir hung in uninterruptible sleep. After --consumer-timeout
+// the open fails with EDEADLK, and rmdir goes through.
+func TestAnOpenFarAheadFailsInsteadOfHanging(t *testing.T) {
+	batch := producer.DataStart + 8*(16+3*16*16)
+	d := startDaemon(t, "--source", "synthetic:400", "--batch-size", "8", "--image-size", "16",
+		"--buffer", fmt.Sprint(3*batch), "--consumer-timeout", "1s")
+	dir := filepath.Join(d.dir, "consumers", "greedy")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		f, err := os.Open(filepath.Join(dir, fs.BatchName(20)))
+		if err == nil {
+			f.Close()
+		}
+		opened <- err
+	}()
+	var err error
+	select {
+	case err = <-opened:
+	case <-time.After(60 * time.Second): // a bound for the failure
+		t.Fatal("the open far ahead still waits after 60s")
+	}
+	if !errors.Is(err, syscall.EDEADLK) {
+		t.Fatalf("open far ahead: %v, want EDEADLK", err)
+	}
+	if state := readFile(t, filepath.Join(dir, "state")); state != "reading\n" && state != "waiting\n" {
+		t.Fatalf("greedy is %q after its broken wait: want it kept", state)
+	}
+	removed := make(chan error, 1)
+	go func() { removed <- os.Remove(dir) }()
+	select {
+	case err = <-removed:
+	case <-time.After(60 * time.Second):
+		t.Fatal("rmdir hangs")
+	}
+	if err != nil {
+		t.Fatalf("rmdir: %v", err)
 	}
 	d.stop(t)
 }

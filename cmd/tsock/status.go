@@ -31,7 +31,11 @@ func (c *mountCommand) status() ([]byte, error) {
 	fmt.Fprintf(&b, "data path: %s\n", c.mounted.DataPath())
 	// Batches read are forgotten by the kernel soon after: a number that
 	// keeps growing in a long run is memory that is not coming back.
-	fmt.Fprintf(&b, "batch inodes held by the kernel: %d\n", c.mounted.BatchInodes())
+	pruning := "forgotten once released"
+	if !c.mounted.PrunesInodes() {
+		pruning = "kept until memory pressure: this kernel cannot be asked to forget them (NOTIFY_PRUNE, Linux 6.16+)"
+	}
+	fmt.Fprintf(&b, "batch inodes held by the kernel: %d (%s)\n", c.mounted.BatchInodes(), pruning)
 	if c.gpu != nil {
 		c.gpu.status(&b, snap.Consumers)
 	}

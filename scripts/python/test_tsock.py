@@ -252,6 +252,19 @@ class ClientTest(unittest.TestCase):
                 pass
         idle.close()
 
+    def test_holding_more_than_the_buffer_raises(self):
+        """The README's own pattern of keeping every batch (mapped) past
+        what the buffer holds waited forever on the next open; it raises
+        once --consumer-timeout passes without progress."""
+        batch = 4096 + 8 * (16 + 3 * 32 * 32)
+        m = self.mount("--batch-size", "8", "--epochs", "1", "--buffer", str(3 * batch), "--consumer-timeout", "1s")
+        held = []
+        with tsock.Consumer(m.dir, name="hoarder") as c:
+            with self.assertRaisesRegex(tsock.TsockError, "holds back"):
+                for b in c:
+                    held.append(b)
+        self.assertEqual(len(held), 3)
+
     def test_killed_consumer_leaves_the_mount_healthy(self):
         batch = 4096 + 8 * (16 + 3 * 32 * 32)
         m = self.mount("--batch-size", "8", "--epochs", "2", "--buffer", str(3 * batch), "--consumer-timeout", "1s")
