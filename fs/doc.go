@@ -28,6 +28,9 @@
 //     lease as the batch, so release and consumption follow one rule.
 //   - Everything but mkdir/rmdir in consumers/ and unlink of a batch is
 //     read-only (EROFS).
+//   - A released batch file's inode is pruned from the kernel (NOTIFY_PRUNE)
+//     from a goroutine the mount owns, never inside a request, so that a
+//     run forever keeps the daemon and the kernel flat.
 //   - The kernel checks permissions (default_permissions) against the
 //     modes and owners given here; other users get in only with
 //     AllowOther.
