@@ -20,6 +20,18 @@ func (img *RGB) reset(w, h int) {
 	img.W, img.H, img.Pix = w, h, img.Pix[:n]
 }
 
+// keepBytes is the largest pixel buffer a worker keeps between samples
+// (a 4096² photo): a larger one, met once, is given back rather than held
+// for the rest of the run by every worker that met one.
+const keepBytes = 3 * 4096 * 4096
+
+// trim gives back a buffer larger than keepBytes.
+func (img *RGB) trim() {
+	if cap(img.Pix) > keepBytes {
+		img.Pix = nil
+	}
+}
+
 // fromImage converts any image.Image into img, with fast paths for the
 // types the standard decoders return.
 func (img *RGB) fromImage(src image.Image) {

@@ -69,6 +69,7 @@ var jpegMagic = []byte{0xff, 0xd8, 0xff}
 
 // make decodes, crops, resizes and flips sample t into t.buf.
 func (w *worker) make(t *task) error {
+	defer w.trim()
 	cfg := w.p.cfg
 	enc, ok := cfg.Source.(EncodedSource)
 	if !ok {
@@ -91,6 +92,14 @@ func (w *worker) make(t *task) error {
 		return err
 	}
 	return w.rs.resize(&w.img, cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, w.img.W, w.img.H), t.buf)
+}
+
+// trim gives back buffers a rare large sample grew (see keepBytes).
+func (w *worker) trim() {
+	w.img.trim()
+	if cap(w.scratch) > keepBytes {
+		w.scratch = nil
+	}
 }
 
 // makeRegion decodes only the crop of a JPEG, at the smallest 1/8 step
