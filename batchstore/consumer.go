@@ -108,6 +108,7 @@ func (s *Store) Join(name string) error {
 	}
 	s.place(c)
 	s.consumers[name] = c
+	s.noteWatchers()
 	// What it starts after is passed for it: that may free batches kept
 	// for the first joiner.
 	for _, b := range s.held {
@@ -242,6 +243,7 @@ func (s *Store) Leave(name string) error {
 // dropPending stops c from holding anything back. Callers hold s.mu.
 func (s *Store) dropPending(c *consumer) {
 	delete(s.splits, c.id)
+	s.noteWatchers()
 	for _, b := range s.held {
 		for caller, k := range b.lookups {
 			if k.c == c {

@@ -102,3 +102,32 @@ func FuzzSetBatchSize(f *testing.F) {
 		}
 	})
 }
+
+// Unwatched says since when no consumer is active: from the start, again
+// once the last one leaves or is evicted, and zero while one is.
+func TestUnwatchedSince(t *testing.T) {
+	s := New(Config{Limit: 1 << 20, BatchSize: 1})
+	if s.Snapshot().Unwatched.IsZero() {
+		t.Fatal("a new store is not unwatched")
+	}
+	for _, n := range []string{"a", "b"} {
+		if err := s.Join(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u := s.Snapshot().Unwatched; !u.IsZero() {
+		t.Fatalf("unwatched since %v with two consumers", u)
+	}
+	if err := s.Leave("a"); err != nil {
+		t.Fatal(err)
+	}
+	if u := s.Snapshot().Unwatched; !u.IsZero() {
+		t.Fatalf("unwatched since %v with b still there", u)
+	}
+	s.mu.Lock()
+	s.evict(s.consumers["b"], "test")
+	s.mu.Unlock()
+	if s.Snapshot().Unwatched.IsZero() {
+		t.Fatal("not unwatched with only an evicted consumer left")
+	}
+}

@@ -20,7 +20,10 @@ type Snapshot struct {
 	FreeErrors            uint64
 	LastFreeError         string
 	Uptime                time.Duration
-	Consumers             []ConsumerSnapshot
+	// Unwatched: since when no consumer is active (zero while one is):
+	// the buffer is then held for whoever joins next.
+	Unwatched time.Time
+	Consumers []ConsumerSnapshot
 }
 
 // ConsumerSnapshot is one consumer's state.
@@ -56,7 +59,7 @@ func (s *Store) Snapshot() Snapshot {
 		PublishedBytes: s.stats.publishedBytes, SamplesPublished: s.samples,
 		Finished: s.finished, ProducerWaiting: s.stats.producerWaiting, ProducerIdle: s.stats.producerIdle,
 		ProducerWaits: s.stats.producerWaits, ProducerWait: s.stats.producerWait,
-		FreeErrors: s.stats.freeErrors, Uptime: time.Since(s.start),
+		FreeErrors: s.stats.freeErrors, Uptime: time.Since(s.start), Unwatched: s.unwatched,
 	}
 	if s.stats.lastFreeError != nil {
 		snap.LastFreeError = s.stats.lastFreeError.Error()

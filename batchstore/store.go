@@ -80,6 +80,7 @@ type Store struct {
 	changed   chan struct{} // closed and replaced on every change: a broadcast
 	stats     storeStats
 	start     time.Time
+	unwatched time.Time // since when no consumer is active; zero while one is
 }
 
 type storeStats struct {
@@ -144,6 +145,21 @@ func New(cfg Config) *Store {
 		consumers: make(map[string]*consumer),
 		changed:   make(chan struct{}),
 		start:     time.Now(),
+		unwatched: time.Now(),
+	}
+}
+
+// noteWatchers keeps unwatched: zero while some consumer is active, else
+// since when none is. Callers hold s.mu.
+func (s *Store) noteWatchers() {
+	for _, c := range s.consumers {
+		if c.active() {
+			s.unwatched = time.Time{}
+			return
+		}
+	}
+	if s.unwatched.IsZero() {
+		s.unwatched = time.Now()
 	}
 }
 

@@ -286,3 +286,31 @@ func TestAnOpenFarAheadFailsInsteadOfHanging(t *testing.T) {
 	}
 	d.stop(t)
 }
+
+// A mount nobody reads held its whole buffer for good; status says so, and
+// --idle-exit unmounts and exits once no consumer has come for that long.
+func TestIdleMountSaysSoAndExits(t *testing.T) {
+	d := startDaemon(t, "--source", "synthetic:40", "--batch-size", "8", "--image-size", "16", "--idle-exit", "2s")
+	if st := readFile(t, filepath.Join(d.dir, "status")); !strings.Contains(st, "unwatched: no consumer for ") ||
+		!strings.Contains(st, "(--idle-exit)") {
+		t.Fatalf("status does not say the mount is unwatched:\n%s", st)
+	}
+	select {
+	case err := <-d.done:
+		d.done <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("the idle daemon exited with %v\n%s", err, d.stderr)
+		}
+	case <-time.After(60 * time.Second): // a bound for the failure
+		t.Fatal("the idle daemon is still running after 60s with --idle-exit 2s")
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == d.dir {
+			t.Fatalf("still mounted after the idle exit: %s", line)
+		}
+	}
+}

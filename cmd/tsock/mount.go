@@ -37,6 +37,7 @@ type mountCommand struct {
 	passthrough string
 	debug       bool
 	allowOther  bool
+	idleExit    time.Duration
 	unmounted   chan struct{} // closed when the file system is gone
 	eviction    batchstore.Eviction
 	join        string
@@ -93,6 +94,7 @@ func (c *mountCommand) Parse(args []string) error {
 	f.StringVar(&c.gpuSlab, "gpu-slab", "", "with --ingest --device: GPU memory per batch; default: --gpu-buffer/8")
 	f.BoolVar(&c.debug, "debug", false, "log every FUSE request")
 	f.BoolVar(&c.allowOther, "allow-other", false, "let other users in (each consumer directory stays its maker's)")
+	f.DurationVar(&c.idleExit, "idle-exit", 0, "unmount and exit after this long with no consumer (the buffer is held for the next to join until then); 0: never")
 	if err := parseFlags(f, args); err != nil {
 		return err
 	}
@@ -178,6 +180,8 @@ func (c *mountCommand) validate() error {
 		return fmt.Errorf("--join %q: want any or epoch", c.join)
 	case c.eviction.Timeout < time.Millisecond:
 		return fmt.Errorf("--consumer-timeout %s: must be at least 1ms", c.eviction.Timeout)
+	case c.idleExit < 0:
+		return fmt.Errorf("--idle-exit %s: must be 0 (never) or positive", c.idleExit)
 	}
 	if _, err := batchstore.ParseStraggler(string(c.eviction.Straggler)); err != nil {
 		return fmt.Errorf("--straggler: %w", err)
@@ -239,11 +243,16 @@ func (c *mountCommand) Run(ctx context.Context) error {
 	}
 	workers.Go(func() { c.rate.run(ctx) })
 	workers.Go(func() { c.store.Watch(ctx, c.eviction) })
+	idle := make(chan struct{}) // closed after --idle-exit without a consumer
+	if c.idleExit > 0 {
+		workers.Go(func() { c.watchIdle(ctx, idle) })
+	}
 	unmounted := c.unmounted
 	var err error
 	select {
 	case <-ctx.Done():
 	case <-unmounted:
+	case <-idle:
 	case err = <-produced:
 		produced = nil
 		if err != nil {
@@ -254,6 +263,7 @@ func (c *mountCommand) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-unmounted:
+		case <-idle:
 		}
 	}
 	select {
@@ -269,6 +279,25 @@ func (c *mountCommand) Run(ctx context.Context) error {
 		<-produced // it returns nil once ctx is cancelled
 	}
 	return err
+}
+
+// watchIdle closes idle once no consumer has been active for --idle-exit:
+// a mount nobody reads would otherwise hold its buffer for good.
+func (c *mountCommand) watchIdle(ctx context.Context, idle chan<- struct{}) {
+	t := time.NewTicker(max(min(c.idleExit/4, time.Second), time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if since := c.store.Snapshot().Unwatched; !since.IsZero() && time.Since(since) >= c.idleExit {
+				slog.Info("no consumer: unmounting (--idle-exit)", "for", c.idleExit, "mountpoint", c.mounted.Dir)
+				close(idle)
+				return
+			}
+		}
+	}
 }
 
 // setUp opens the source and wires store, storage, producer and mount.

@@ -28,6 +28,14 @@ func (c *mountCommand) status() ([]byte, error) {
 	fmt.Fprintf(&b, "producer waited for room: %s\n", snap.ProducerWait.Round(time.Millisecond))
 	fmt.Fprintf(&b, "buffer: %s used of %s (%d batches held, %s being written)\n",
 		humanize.IBytes(uint64(snap.Used)), humanize.IBytes(uint64(snap.Limit)), snap.Held, humanize.IBytes(uint64(snap.Reserved)))
+	if !snap.Unwatched.IsZero() {
+		bound := "until one joins or the mount stops (--idle-exit bounds this)"
+		if c.idleExit > 0 {
+			bound = fmt.Sprintf("until one joins, or %s without one (--idle-exit)", c.idleExit)
+		}
+		fmt.Fprintf(&b, "unwatched: no consumer for %s; %s of batches held for the next to join, %s\n",
+			time.Since(snap.Unwatched).Round(time.Second), humanize.IBytes(uint64(snap.Used)), bound)
+	}
 	fmt.Fprintf(&b, "data path: %s\n", c.mounted.DataPath())
 	// Batches read are forgotten by the kernel soon after: a number that
 	// keeps growing in a long run is memory that is not coming back.
