@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Churn soak: a mount that runs forever (--epochs 0) while WORKERS
+# consumers join, read a random number of batches at random batch sizes
+# (some holding a few mapped), leave, and now and then get SIGKILLed
+# mid-read. Every 10 s it samples the daemon's fds, threads and RSS, batch
+# memory (Shmem growth) and the batch inodes the kernel holds, prints the
+# table, and fails if any of them grew after the warm-up beyond a small
+# slack: a long run must stay flat.
+#
+#   scripts/soak.sh [SECONDS] [WORKERS]     default 300 s, 8 workers
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+source scripts/lib.sh
+seconds=${1:-300}
+workers=${2:-8}
+py=/usr/bin/python3
+build_tsock
+shmem() { awk '/^Shmem:/ { print $2 }' /proc/meminfo; }
+shmem0=$(shmem)
+mount_bg --source synthetic:2000 --image-size 64 --batch-size 32 --epochs 0 --buffer 64MiB --consumer-timeout 2s
+until=$(($(date +%s) + seconds))
+
+churn() { # churn SEED: consumers one after another until the deadline
+	$py - "$mnt" "$1" "$until" <<'PY'
+import os, random, sys, time
+sys.path.insert(0, os.path.join(os.getcwd(), "scripts", "python"))
+import tsock
+mnt, seed, until = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(seed)
+errors = 0
+while time.time() < until:
+    try:
+        with tsock.Consumer(mnt, name=f"w{seed}-{rng.randrange(1 << 30)}", batch_size=rng.choice([None, 5, 16, 40])) as c:
+            held = []
+            for i, b in enumerate(c):
+                if rng.random() < 0.2:
+                    held.append(b)  # kept mapped for a while
+                    if len(held) > 2:
+                        held.pop(0)
+                if i >= rng.randrange(1, 40):
+                    break
+    except tsock.TsockError as e:
+        errors += 1
+        print(f"worker {seed}: {e}", file=sys.stderr)
+print(errors)
+PY
+}
+killer() { # consumers SIGKILLed mid-read until the deadline
+	local i=0 pid
+	while (($(date +%s) < until)); do
+		$py scripts/python/read_batches.py "$mnt" "victim-$i" --join >/dev/null 2>&1 &
+		pid=$!
+		sleep 0.$((RANDOM % 9 + 1))
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		rmdir "$mnt/consumers/victim-$i" 2>/dev/null || true
+		i=$((i + 1))
+	done
+}
+
+pids=()
+for w in $(seq "$workers"); do
+	churn "$w" >"$work/churn-$w.out" 2>"$work/churn-$w.err" &
+	pids+=($!)
+done
+killer &
+pids+=($!)
+
+# sample: one row. fds leaves out the batches the buffer holds (one
+# descriptor each, bounded by --buffer): what is left must stay flat.
+sample() {
+	local st held
+	st=$(cat "$mnt/status")
+	held=$(sed -n 's/^buffer: .*(\([0-9]*\) batches held.*/\1/p' <<<"$st")
+	printf '%6s %6s %8s %9s %10s %7s\n' "$(($(date +%s) - start))" \
+		"$(($(ls "/proc/$daemon/fd" | wc -l) - held))" \
+		"$(awk '/^Threads:/ { print $2 }' "/proc/$daemon/status")" \
+		"$(awk '/^VmRSS:/ { print $2 }' "/proc/$daemon/status")" \
+		"$(($(shmem) - shmem0))" \
+		"$(sed -n 's/^batch inodes held by the kernel: \([0-9]*\).*/\1/p' <<<"$st")"
+}
+start=$(date +%s)
+samples="$work/samples.txt"
+echo "     s    fds  threads   rss_kib  shmem_kib  inodes" | tee "$samples"
+while (($(date +%s) < until)); do
+	sleep 10
+	sample | tee -a "$samples"
+done
+for p in "${pids[@]}"; do wait "$p"; done
+errors=$(cat "$work"/churn-*.out | awk '{ s += $1 } END { print s + 0 }')
+echo "consumer errors (each a TsockError a client raised, e.g. EDEADLK for one holding too much): $errors"
+unmount
+
+# Flat: while the churn runs, no column may end above its value after the
+# first third (warm-up) by more than a slack, and batch memory stays
+# within the 64 MiB buffer and what the workers keep mapped.
+$py - "$samples" <<'PY'
+import sys
+rows = [list(map(int, l.split())) for l in open(sys.argv[1]).read().splitlines()[1:] if l.strip()]
+warm, last = rows[len(rows) // 3], rows[-1]
+slack = {"fds": (1, 16), "threads": (2, 8), "rss_kib": (3, 32 * 1024), "inodes": (5, 64)}
+bad = [f"{k}: {warm[i]} after warm-up, {last[i]} at the end" for k, (i, s) in slack.items() if last[i] > warm[i] + s]
+if max(r[4] for r in rows) > (64 + 32) * 1024:
+    bad.append(f"batch memory {max(r[4] for r in rows)} KiB: over the 64 MiB buffer and what workers hold")
+if bad:
+    sys.exit("soak: grew: " + "; ".join(bad))
+print("soak: flat (fds, threads, RSS, batch memory, batch inodes)")
+PY
