@@ -75,22 +75,19 @@ func (d *consumerDir) fillAttr(attr *fuse.Attr) {
 }
 
 func (d *consumerDir) OnAdd(ctx context.Context) {
-	status := &textFile{render: func() ([]byte, error) {
-		snap, err := d.fs.store.ConsumerSnapshot(d.name)
-		if err != nil {
-			return nil, err
-		}
-		return []byte(snap.Text()), nil
-	}}
-	d.AddChild("status", d.NewPersistentInode(ctx, status, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
-	state := &textFile{render: func() ([]byte, error) {
-		snap, err := d.fs.store.ConsumerSnapshot(d.name)
-		if err != nil {
-			return nil, err
-		}
-		return []byte(snap.State() + "\n"), nil
-	}}
-	d.AddChild("state", d.NewPersistentInode(ctx, state, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+	for name, render := range map[string]func(batchstore.ConsumerSnapshot) string{
+		"status": batchstore.ConsumerSnapshot.Text,
+		"state":  func(snap batchstore.ConsumerSnapshot) string { return snap.State() + "\n" },
+	} {
+		file := &textFile{render: func() ([]byte, error) {
+			snap, err := d.fs.store.ConsumerSnapshot(d.name)
+			if err != nil {
+				return nil, err
+			}
+			return []byte(render(snap)), nil
+		}}
+		d.AddChild(name, d.NewPersistentInode(ctx, file, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+	}
 	batchSize := d.batchSizeFile()
 	batchSize.uid, batchSize.gid = d.uid, d.gid // its owner may write it
 	d.AddChild("batch_size", d.NewPersistentInode(ctx, batchSize, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)

@@ -92,8 +92,8 @@ func (f *forgetter) run() {
 	}
 }
 
-// Supported says whether the kernel can be asked to forget.
-func (f *forgetter) Supported() bool { return !f.unsupported.Load() }
+// supported says whether the kernel can be asked to forget.
+func (f *forgetter) supported() bool { return !f.unsupported.Load() }
 
 // close stops the goroutine and waits for it.
 func (f *forgetter) close() {

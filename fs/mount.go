@@ -181,7 +181,7 @@ func (m *Mounted) BatchInodes() int {
 // PrunesInodes says whether the kernel forgets released batch files when
 // asked (NOTIFY_PRUNE, Linux 6.16+); without it they stay until memory
 // pressure.
-func (m *Mounted) PrunesInodes() bool { return m.fs.forget.Supported() }
+func (m *Mounted) PrunesInodes() bool { return m.fs.forget.supported() }
 
 // Wait blocks until the file system is unmounted, by Unmount or umount(8).
 func (m *Mounted) Wait() { m.server.Wait() }

@@ -24,9 +24,8 @@ var (
 	_ = (fusefs.NodeUnlinker)((*readOnlyDir)(nil))
 	_ = (fusefs.NodeRmdirer)((*readOnlyDir)(nil))
 	_ = (fusefs.NodeSetattrer)((*readOnlyDir)(nil))
+	_ = (fusefs.NodeGetattrer)((*readOnlyDir)(nil))
 )
-
-var _ = (fusefs.NodeGetattrer)((*readOnlyDir)(nil))
 
 // Getattr: a directory anyone may list, owned by the mount's owner (the
 // kernel checks permissions: default_permissions).

@@ -90,6 +90,6 @@ type fileSystem struct {
 	root  *root
 	// forget is told of every batch a consumer released.
 	forget *forgetter
-	// ready is closed once Mount (and its caller's Ready) are done.
+	// ready is closed once Mount (and its caller's Serving) are done.
 	ready chan struct{}
 }

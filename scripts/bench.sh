@@ -37,7 +37,6 @@ wait_idle() {
 	until [[ $(cat "$mnt/state") == idle ]]; do sleep 0.05; done
 }
 record() { echo "$*" >>"$results"; }
-shmem() { awk '/^Shmem:/ { print $2 * 1024 }' /proc/meminfo; }
 # sample_memory raises $peak to the daemon's memory plus batch memory now.
 sample_memory() {
 	local now

@@ -21,6 +21,10 @@ trap cleanup EXIT
 
 build_tsock() { go build -o "$tsock" ./cmd/tsock; }
 
+# shmem: the machine's shared memory (tmpfs and memfd pages) in bytes:
+# batch memory as the kernel counts it.
+shmem() { awk '/^Shmem:/ { print $2 * 1024 }' /proc/meminfo; }
+
 # mount_bg ARGS…: mounts $mnt in the background with ARGS after the
 # mountpoint, and returns once it is ready (printing the daemon's first line).
 mount_bg() {

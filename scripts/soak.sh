@@ -16,7 +16,6 @@ seconds=${1:-300}
 workers=${2:-8}
 py=/usr/bin/python3
 build_tsock
-shmem() { awk '/^Shmem:/ { print $2 }' /proc/meminfo; }
 shmem0=$(shmem)
 mount_bg --source synthetic:2000 --image-size 64 --batch-size 32 --epochs 0 --buffer 64MiB --consumer-timeout 2s
 until=$(($(date +%s) + seconds))
@@ -77,7 +76,7 @@ sample() {
 		"$(($(ls "/proc/$daemon/fd" | wc -l) - held))" \
 		"$(awk '/^Threads:/ { print $2 }' "/proc/$daemon/status")" \
 		"$(awk '/^VmRSS:/ { print $2 }' "/proc/$daemon/status")" \
-		"$(($(shmem) - shmem0))" \
+		"$((($(shmem) - shmem0) / 1024))" \
 		"$(sed -n 's/^batch inodes held by the kernel: \([0-9]*\).*/\1/p' <<<"$st")"
 }
 start=$(date +%s)

@@ -247,11 +247,10 @@ func (c *mountCommand) Run(ctx context.Context) error {
 	if c.idleExit > 0 {
 		workers.Go(func() { c.watchIdle(ctx, idle) })
 	}
-	unmounted := c.unmounted
 	var err error
 	select {
 	case <-ctx.Done():
-	case <-unmounted:
+	case <-c.unmounted:
 	case <-idle:
 	case err = <-produced:
 		produced = nil
@@ -262,12 +261,12 @@ func (c *mountCommand) Run(ctx context.Context) error {
 		slog.Info("every batch produced; serving the rest until unmounted")
 		select {
 		case <-ctx.Done():
-		case <-unmounted:
+		case <-c.unmounted:
 		case <-idle:
 		}
 	}
 	select {
-	case <-unmounted:
+	case <-c.unmounted:
 		slog.Info("unmounted from outside", "mountpoint", c.mounted.Dir)
 	default:
 		if ctx.Err() != nil {

@@ -174,12 +174,17 @@ def _parse(path, m, size):
     return tensors, meta
 
 
+def _read_text(path):
+    """A control file's text. tsock escapes what it prints; a non-UTF-8
+    byte must still not stop a reader."""
+    with open(path, errors="backslashreplace") as f:
+        return f.read()
+
+
 def _read_status(path, what):
     """A status file as a dict of its "key: value" lines."""
     try:
-        # tsock escapes what it prints; a non-UTF-8 byte must still not stop a reader.
-        with open(path, errors="backslashreplace") as f:
-            text = f.read()
+        text = _read_text(path)
     except OSError as e:
         raise TsockError(f"{what}: status unreadable ({e.strerror}): did it leave, or the mount go?") from None
     return dict(line.strip().split(": ", 1) for line in text.splitlines() if ": " in line)
@@ -189,8 +194,7 @@ def _state(path):
     """A state file's one word (the mount's or a consumer's); "" if it
     cannot be read. Decisions read these, never the prose of status."""
     try:
-        with open(path, errors="backslashreplace") as f:
-            return f.read().strip()
+        return _read_text(path).strip()
     except OSError:
         return ""
 
