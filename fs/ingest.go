@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -36,17 +37,29 @@ type IngestWriter interface {
 	Flush(ctx context.Context) error
 	// Release ends the writer; an unpublished batch is dropped.
 	Release()
+	// Finished: published or refused, so the name is free for a new
+	// create (which the store answers) though the kernel's release of
+	// this one may not have come yet.
+	Finished() bool
 }
 
 // ingestInoBase numbers the files being written (clear of the others).
+// Each create takes a fresh number: a batch refused at close may be
+// created again before the kernel forgets the first inode, and go-fuse
+// would hand the new create the old node if their numbers matched.
 const ingestInoBase = 1 << 60
 
 // ingestDir is ingest/: the owner of the mount creates the next batch
 // file there, writes it and closes it.
 type ingestDir struct {
 	readOnlyDir
-	fs     *fileSystem
-	writes *atomic.Uint64 // writes that came to the daemon
+	fs      *fileSystem
+	writes  *atomic.Uint64 // writes that came to the daemon
+	creates atomic.Uint64  // numbers the created inodes
+
+	// names orders the removal of a finished writer's name (by a lookup
+	// or by its release) against a create that reuses the name.
+	names sync.Mutex
 }
 
 var (
@@ -78,8 +91,34 @@ func (d *ingestDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse
 	return 0
 }
 
+// Lookup hides a finished writer: its close has returned, so to its
+// writer the name is free to be created again.
 func (d *ingestDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	d.names.Lock()
+	if f, ok := d.writing(name); ok && f.w.Finished() {
+		d.RmChild(name)
+	}
+	d.names.Unlock()
 	return lookupChild(ctx, &d.Inode, name, out)
+}
+
+// writing returns the batch being written under name, if any.
+func (d *ingestDir) writing(name string) (*ingestFile, bool) {
+	child := d.GetChild(name)
+	if child == nil {
+		return nil, false
+	}
+	f, ok := child.Operations().(*ingestFile)
+	return f, ok
+}
+
+// forget removes f's name unless a later create has taken it.
+func (d *ingestDir) forget(name string, f *ingestFile) {
+	d.names.Lock()
+	defer d.names.Unlock()
+	if cur, ok := d.writing(name); ok && cur == f {
+		d.RmChild(name)
+	}
 }
 
 // Create starts the next batch; it blocks while the buffer has no room.
@@ -97,8 +136,8 @@ func (d *ingestDir) Create(ctx context.Context, name string, flags uint32, mode 
 	}
 	node := &ingestFile{w: w}
 	node.fillAttr(&out.Attr)
-	child := d.NewInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: ingestInoBase + seq})
-	h := &ingestHandle{w: w, dir: d, name: name, writes: d.writes}
+	child := d.NewInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: ingestInoBase + d.creates.Add(1)})
+	h := &ingestHandle{w: w, dir: d, node: node, name: name, writes: d.writes}
 	if d.fs.path.passthrough() {
 		return child, &ingestPassthrough{h}, 0, 0
 	}
@@ -142,7 +181,13 @@ func (f *ingestFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse
 }
 
 // Open of a batch being written by another open is refused: one writer.
+// Once that writer's close has returned (the kernel still holds the
+// name until the release comes), ESTALE makes the kernel look the name
+// up again: the lookup finds it free, and an O_CREAT open creates it.
 func (f *ingestFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	if f.w.Finished() {
+		return nil, 0, syscall.ESTALE
+	}
 	return nil, 0, syscall.EBUSY
 }
 
@@ -150,6 +195,7 @@ func (f *ingestFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle,
 type ingestHandle struct {
 	w      IngestWriter
 	dir    *ingestDir
+	node   *ingestFile
 	name   string
 	writes *atomic.Uint64
 }
@@ -183,8 +229,8 @@ func (h *ingestHandle) Flush(ctx context.Context) syscall.Errno {
 }
 
 func (h *ingestHandle) Release(ctx context.Context) syscall.Errno {
+	h.dir.forget(h.name, h.node) // before the store frees the number
 	h.w.Release()
-	h.dir.RmChild(h.name)
 	return 0
 }
 

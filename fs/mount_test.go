@@ -26,7 +26,7 @@ type env struct {
 	dir   string
 }
 
-func mount(t *testing.T, passthrough bool) *env {
+func mount(t *testing.T, passthrough bool, with ...func(*fs.Options)) *env {
 	t.Helper()
 	fusetest.Need(t)
 	e := &env{t: t, store: batchstore.New(batchstore.Config{Limit: 64 << 20, SizeOf: func(n int) int64 { return int64(n) * contentSize }}), alloc: memfile.NewMemFD(), dir: t.TempDir()}
@@ -35,10 +35,14 @@ func mount(t *testing.T, passthrough bool) *env {
 		t.Fatal(err)
 	}
 	defer probe.Free()
-	e.m, err = fs.Mount(e.dir, e.store, fs.Options{
+	opts := fs.Options{
 		Status:      func() ([]byte, error) { return []byte("ok\n"), nil },
 		Passthrough: passthrough, Backing: "memfd", ProbeFd: probe.Fd(), Compose: concat,
-	})
+	}
+	for _, f := range with {
+		f(&opts)
+	}
+	e.m, err = fs.Mount(e.dir, e.store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

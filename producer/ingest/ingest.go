@@ -191,6 +191,14 @@ func (w *Writer) Flush(ctx context.Context) error {
 	return err
 }
 
+// Finished reports whether the batch was published or refused: either
+// way this writer is done with its number.
+func (w *Writer) Finished() bool {
+	w.in.mu.Lock()
+	defer w.in.mu.Unlock()
+	return w.done
+}
+
 // Release ends the writer (the kernel's last close): an unpublished
 // batch is dropped and its number can be written again.
 func (w *Writer) Release() {
