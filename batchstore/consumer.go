@@ -59,18 +59,25 @@ type consumer struct {
 	straggling time.Time // since when it holds the oldest batch of a full buffer
 	// selfBlocked: since when it waits for a batch that the full buffer
 	// cannot make while it needs the buffer's oldest batch itself, with
-	// no progress. deadlocked: for a consumer timeout (--straggler
-	// block): its waits fail with ErrDeadlock instead of lasting forever.
+	// no progress. mappedOut: since when it waits, as every consumer
+	// does, while only memory of released batches that is still mapped
+	// keeps the producer waiting. deadlock: after a consumer timeout of
+	// either, why its waits fail with ErrDeadlock instead of lasting
+	// forever; "" while they may wait.
 	selfBlocked time.Time
-	deadlocked  bool
-	batchesRead uint64
-	bytesRead   int64
-	samplesRead uint64
-	lastEpoch   int // its own epoch of the last batch consumed, -1 before any
-	waiting     int // lookups blocked right now
-	waitTotal   time.Duration
-	waitSince   time.Time
-	caller      CallerID // the process (thread) that last looked up one of its batches
+	mappedOut   time.Time
+	deadlock    string
+	// deadlockMapped: the deadlock is mappedOut's, which ends the moment
+	// readers unmap, before the producer has looked again.
+	deadlockMapped bool
+	batchesRead    uint64
+	bytesRead      int64
+	samplesRead    uint64
+	lastEpoch      int // its own epoch of the last batch consumed, -1 before any
+	waiting        int // lookups blocked right now
+	waitTotal      time.Duration
+	waitSince      time.Time
+	caller         CallerID // the process (thread) that last looked up one of its batches
 }
 
 // active: still reading; a consumer that left or was evicted has nothing

@@ -33,9 +33,9 @@ var (
 	// ErrPublished: an ingested batch number that is already published.
 	ErrPublished = errors.New("batch already published")
 	// ErrDeadlock: the consumer waited, for the consumer timeout, for a
-	// batch that the full buffer cannot make until it reads (or gives
-	// up) the buffer's oldest batch itself.
-	ErrDeadlock = errors.New("waiting for a batch only this consumer's own reading can make room for")
+	// batch that the full buffer cannot make until readers read, give up
+	// or unmap what it holds: no wait of the store's could end.
+	ErrDeadlock = errors.New("a wait that only reading, unlinking or unmapping batches can end")
 	// ErrWriting: another writer has the next ingested batch open.
 	ErrWriting = errors.New("batch being written by another writer")
 )

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 // Straggler is what happens to a consumer that holds the whole buffer.
@@ -66,12 +68,19 @@ func (s *Store) evictStale(now time.Time, e Eviction) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	oldest := s.oldestHeld()
-	waiters := 0 // consumers blocked for want of a batch: the ones a straggler slows
+	waiters, active := 0, 0 // waiters: blocked for want of a batch, the ones a straggler slows
 	for _, c := range s.consumers {
-		if c.active() && c.waiting > 0 {
-			waiters++
+		if c.active() {
+			active++
+			if c.waiting > 0 {
+				waiters++
+			}
 		}
 	}
+	// Every consumer waits and only mappings of released batches keep
+	// the producer from making the next: no consumer's reading can help,
+	// and the store cannot tell whose mappings they are.
+	mappedOut := s.stats.producerWaiting && s.stats.lingerBlocked && waiters == active
 	var evicted []string
 	for name, c := range s.consumers {
 		if !c.active() {
@@ -88,16 +97,24 @@ func (s *Store) evictStale(now time.Time, e Eviction) []string {
 		// (an open far ahead; more batches kept mapped than the buffer
 		// holds): nothing else will end that wait, and everyone stalls.
 		c.selfBlocked = since(c.selfBlocked, needsOldest && c.waiting > 0, now, c.progress)
+		c.mappedOut = since(c.mappedOut, mappedOut && c.waiting > 0, now, c.progress)
 		selfBlocked := !c.selfBlocked.IsZero() && now.Sub(c.selfBlocked) >= e.Timeout
-		if !selfBlocked {
-			c.deadlocked = false
+		deadlock, mapped := "", false
+		switch {
+		case selfBlocked:
+			deadlock = fmt.Sprintf("read or unlink batch %d first, or hold fewer open", c.low)
+		case !c.mappedOut.IsZero() && now.Sub(c.mappedOut) >= e.Timeout:
+			deadlock, mapped = fmt.Sprintf("the buffer is taken by %s of batches already read but still mapped (a mapping outlives its file's close): drop arrays of old batches before reading on", humanize.IBytes(uint64(s.lingering))), true
+		}
+		if deadlock == "" {
+			c.deadlock, c.deadlockMapped = "", false
 		}
 		switch {
 		case selfBlocked && e.Straggler == Evict:
 			s.evict(c, fmt.Sprintf("waited %s for a batch the full buffer could not make while it held back the buffer's oldest batch (--straggler evict)", e.Timeout))
-		case selfBlocked:
-			if !c.deadlocked {
-				c.deadlocked = true
+		case deadlock != "":
+			if c.deadlock == "" {
+				c.deadlock, c.deadlockMapped = deadlock, mapped
 				s.broadcast() // its waits end with ErrDeadlock
 			}
 			continue
@@ -111,6 +128,18 @@ func (s *Store) evictStale(now time.Time, e Eviction) []string {
 		evicted = append(evicted, name)
 	}
 	return evicted
+}
+
+// endMappedDeadlocks lets the waits that mappings of released batches
+// broke wait again: the producer has room, or will have. Callers hold
+// s.mu.
+func (s *Store) endMappedDeadlocks() {
+	for _, c := range s.consumers {
+		if c.deadlockMapped {
+			c.deadlock, c.deadlockMapped = "", false
+		}
+		c.mappedOut = time.Time{}
+	}
 }
 
 // since keeps the start of a condition: zero while it does not hold, the

@@ -129,22 +129,7 @@ func TestAWaitOnlyTheWaiterCanEndIsBroken(t *testing.T) {
 				waited <- err
 			}()
 			waitUntil(t, func() bool { cs, _ := s.ConsumerSnapshot("b"); return cs.Waiting })
-			p := Eviction{Timeout: 30 * time.Second, Straggler: straggler}
-			now := time.Now()
-			s.evictStale(now, p)
-			s.evictStale(now.Add(29*time.Second), p)
-			select {
-			case err := <-waited:
-				t.Fatalf("the wait ended before the timeout: %v", err)
-			default:
-			}
-			evicted := s.evictStale(now.Add(31*time.Second), p)
-			var err error
-			select {
-			case err = <-waited:
-			case <-time.After(10 * time.Second): // a bound for the failure, not a wait for success
-				t.Fatal("the wait did not end after the timeout")
-			}
+			evicted, err := endsAtTheTimeout(t, s, Eviction{Timeout: 30 * time.Second, Straggler: straggler}, waited)
 			switch straggler {
 			case Block:
 				if !errors.Is(err, ErrDeadlock) || len(evicted) != 0 {
@@ -163,4 +148,27 @@ func TestAWaitOnlyTheWaiterCanEndIsBroken(t *testing.T) {
 			}
 		})
 	}
+}
+
+// endsAtTheTimeout applies the eviction rules of p just before and just
+// after its timeout, checks that the wait reported on waited lasts until
+// then and ends after, and returns who was evicted and how it ended.
+func endsAtTheTimeout(t *testing.T, s *Store, p Eviction, waited <-chan error) ([]string, error) {
+	t.Helper()
+	now := time.Now()
+	s.evictStale(now, p)
+	s.evictStale(now.Add(p.Timeout-time.Second), p)
+	select {
+	case err := <-waited:
+		t.Fatalf("the wait ended before the timeout: %v", err)
+	default:
+	}
+	evicted := s.evictStale(now.Add(p.Timeout+time.Second), p)
+	select {
+	case err := <-waited:
+		return evicted, err
+	case <-time.After(10 * time.Second): // a bound for the failure, not a wait for success
+		t.Fatal("the wait did not end after the timeout")
+	}
+	return nil, nil
 }

@@ -157,8 +157,12 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 		if s.finished {
 			return Ref{}, fmt.Errorf("lookup %s/%d: the producer has stopped: %w", name, local, ErrNotFound)
 		}
-		if c.deadlocked {
-			return Ref{}, fmt.Errorf("lookup %s/%d: read or unlink batch %d first, or hold fewer open: %w", name, local, c.low, ErrDeadlock)
+		if c.deadlockMapped && (!s.stats.lingerBlocked || s.fits(s.stats.waitingFor)) {
+			s.endMappedDeadlocks()
+			s.broadcast() // the producer may go on now
+		}
+		if c.deadlock != "" {
+			return Ref{}, fmt.Errorf("lookup %s/%d: %s: %w", name, local, c.deadlock, ErrDeadlock)
 		}
 		if err := s.waitFor(ctx, c); err != nil {
 			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)

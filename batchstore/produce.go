@@ -23,7 +23,14 @@ func (s *Store) Reserve(ctx context.Context, size int64) (*Reservation, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var began time.Time
-	for s.used+s.reserved+size > s.cfg.Limit {
+	defer func() {
+		if !began.IsZero() {
+			s.stats.producerWaiting, s.stats.lingerBlocked = false, false
+			s.stats.producerWait += time.Since(began)
+			s.endMappedDeadlocks()
+		}
+	}()
+	for !s.fits(size) {
 		if s.closed {
 			return nil, ErrClosed
 		}
@@ -32,16 +39,11 @@ func (s *Store) Reserve(ctx context.Context, size int64) (*Reservation, error) {
 			s.stats.producerWaits++
 			s.stats.producerWaiting = true
 		}
-		err := s.wait(ctx)
-		if err != nil {
-			s.stats.producerWaiting = false
-			s.stats.producerWait += time.Since(began)
+		s.stats.lingerBlocked = s.used+s.reserved+size <= s.cfg.Limit
+		s.stats.waitingFor = size
+		if err := s.waitOrPoll(ctx); err != nil {
 			return nil, err
 		}
-	}
-	if !began.IsZero() {
-		s.stats.producerWaiting = false
-		s.stats.producerWait += time.Since(began)
 	}
 	if s.closed {
 		return nil, ErrClosed
@@ -56,11 +58,11 @@ func (r *Reservation) Grow(ctx context.Context, size int64) error {
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for !r.done && size > r.size && s.used+s.reserved-r.size+size > s.cfg.Limit {
+	for !r.done && size > r.size && !s.fits(size-r.size) {
 		if s.closed {
 			return ErrClosed
 		}
-		if err := s.wait(ctx); err != nil {
+		if err := s.waitOrPoll(ctx); err != nil {
 			return err
 		}
 	}

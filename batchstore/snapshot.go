@@ -8,18 +8,23 @@ import (
 // Snapshot is the store's state at one moment, for status files.
 type Snapshot struct {
 	Limit, Used, Reserved int64
-	Held                  int    // batches in memory
-	Published, Freed      uint64 // batches, since start
-	PublishedBytes        int64
-	SamplesPublished      uint64
-	Finished              bool // the producer has published its last batch
-	ProducerWaiting       bool // blocked because the buffer is full
-	ProducerIdle          bool // no consumer needs more samples
-	ProducerWaits         uint64
-	ProducerWait          time.Duration
-	FreeErrors            uint64
-	LastFreeError         string
-	Uptime                time.Duration
+	// Lingering: memory of freed batches that readers' mappings still
+	// hold; it counts against Limit. -1 where the backing cannot tell.
+	Lingering int64
+	// LingerBlocked: the producer waits for lingering memory alone.
+	LingerBlocked    bool
+	Held             int    // batches in memory
+	Published, Freed uint64 // batches, since start
+	PublishedBytes   int64
+	SamplesPublished uint64
+	Finished         bool // the producer has published its last batch
+	ProducerWaiting  bool // blocked because the buffer is full
+	ProducerIdle     bool // no consumer needs more samples
+	ProducerWaits    uint64
+	ProducerWait     time.Duration
+	FreeErrors       uint64
+	LastFreeError    string
+	Uptime           time.Duration
 	// Unwatched: since when no consumer is active (zero while one is):
 	// the buffer is then held for whoever joins next.
 	Unwatched time.Time
@@ -46,6 +51,7 @@ type ConsumerSnapshot struct {
 	Age         time.Duration
 	Done        bool     // consumed everything there will ever be
 	Evicted     string   // why it was evicted, "" if it was not
+	Deadlock    string   // why its waits fail with ErrDeadlock, "" while they may wait
 	Caller      CallerID // the thread that last looked up one of its batches, 0 before any
 }
 
@@ -60,6 +66,11 @@ func (s *Store) Snapshot() Snapshot {
 		Finished: s.finished, ProducerWaiting: s.stats.producerWaiting, ProducerIdle: s.stats.producerIdle,
 		ProducerWaits: s.stats.producerWaits, ProducerWait: s.stats.producerWait,
 		FreeErrors: s.stats.freeErrors, Uptime: time.Since(s.start), Unwatched: s.unwatched,
+		Lingering: -1, LingerBlocked: s.stats.lingerBlocked,
+	}
+	if s.cfg.Lingering != nil {
+		snap.Lingering = s.cfg.Lingering()
+		s.lingering = max(snap.Lingering, 0)
 	}
 	if s.stats.lastFreeError != nil {
 		snap.LastFreeError = s.stats.lastFreeError.Error()
@@ -88,10 +99,11 @@ func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
 		BatchSize: c.batchSize, Position: c.low, Epoch: c.lastEpoch,
 		BatchesRead: c.batchesRead, SamplesRead: c.samplesRead, BytesRead: c.bytesRead,
 		OpenBatches: len(c.handles), Waiting: c.waiting > 0, WaitTotal: c.waitTotal,
-		Age:     time.Since(c.joined),
-		Done:    s.pastTheEnd(c, c.low),
-		Evicted: c.evicted,
-		Caller:  c.caller,
+		Age:      time.Since(c.joined),
+		Done:     s.pastTheEnd(c, c.low),
+		Evicted:  c.evicted,
+		Deadlock: c.deadlock,
+		Caller:   c.caller,
 	}
 	if c.waiting > 0 {
 		cs.WaitTotal += time.Since(c.waitSince)

@@ -54,6 +54,14 @@ type Config struct {
 	// MaxBatches bounds the batches held at once whatever their bytes (in
 	// GPU mode each holds one of a fixed number of slabs); 0: no bound.
 	MaxBatches int
+	// Lingering is the memory of freed batches that the kernel still
+	// holds: with passthrough, a reader's mapping outlives the close
+	// that released the batch (np.memmap maps and closes at once). It
+	// counts against Limit, so the producer waits for it too; the store
+	// polls it while it keeps the producer waiting, as no event says
+	// when a mapping goes. Negative: the backing cannot tell. Nil: nothing
+	// lingers.
+	Lingering func() int64
 	// Unordered: the producer owns the order (ingest without --samples).
 	// A consumer joins at the oldest held batch and its epochs end where
 	// the producer's do; nothing is stitched.
@@ -66,6 +74,7 @@ type Store struct {
 	cfg       Config
 	used      int64 // bytes of held batches
 	reserved  int64 // bytes promised to the producer, not yet published
+	lingering int64 // Config.Lingering as last read
 	nextSeq   uint64
 	samples   uint64 // samples published: the next batch's first sample
 	finished  bool   // the producer will publish nothing more
@@ -89,7 +98,9 @@ type storeStats struct {
 	largest                int64 // the largest batch published
 	producerWaits          uint64
 	producerWaiting        bool
-	producerIdle           bool // no consumer needs more samples
+	lingerBlocked          bool  // the producer waits only for lingering memory
+	waitingFor             int64 // the bytes the waiting producer needs
+	producerIdle           bool  // no consumer needs more samples
 	producerWait           time.Duration
 	freeErrors             uint64
 	lastFreeError          error
@@ -194,6 +205,33 @@ func (s *Store) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ErrInterrupted
 	}
+}
+
+// lingerPoll is how often a producer kept waiting by lingering memory
+// looks again: a reader's munmap sends no event.
+const lingerPoll = 20 * time.Millisecond
+
+// fits says whether size more bytes fit the buffer, lingering memory
+// included; it reads Config.Lingering afresh. Callers hold s.mu.
+func (s *Store) fits(size int64) bool {
+	if s.cfg.Lingering != nil {
+		s.lingering = max(s.cfg.Lingering(), 0)
+	}
+	return s.used+s.reserved+s.lingering+size <= s.cfg.Limit
+}
+
+// waitOrPoll is wait, bounded by lingerPoll while memory lingers.
+// Callers hold s.mu.
+func (s *Store) waitOrPoll(ctx context.Context) error {
+	if s.lingering == 0 {
+		return s.wait(ctx)
+	}
+	poll, cancel := context.WithTimeout(ctx, lingerPoll)
+	defer cancel()
+	if err := s.wait(poll); err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil
 }
 
 // Finish says the producer will publish nothing more: waiters past the

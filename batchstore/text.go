@@ -29,6 +29,9 @@ func (c ConsumerSnapshot) Text() string {
 	fmt.Fprintf(&b, "open batches: %d\n", c.OpenBatches)
 	fmt.Fprintf(&b, "waiting: %s (%.0f%% of %s)\n", c.WaitTotal.Round(time.Millisecond),
 		100*c.WaitTotal.Seconds()/max(c.Age.Seconds(), 1e-9), c.Age.Round(time.Second))
+	if c.Deadlock != "" {
+		fmt.Fprintf(&b, "deadlock: its waits fail with EDEADLK: %s\n", c.Deadlock)
+	}
 	return b.String()
 }
 

@@ -22,10 +22,20 @@ type Allocator struct {
 	kind  Kind
 	dirFd int    // tmpfs only: the detached tmpfs's root, -1 once closed
 	huge  string // the tmpfs huge= option in force, "" for memfd
+
+	// mu makes a file's free (close included) and Lingering's count of
+	// the files not yet freed exclusive, so that a file is counted
+	// either as live or as lingering, never both or neither.
+	mu   sync.Mutex
+	live map[*File]struct{} // files not yet freed
 }
 
 // NewMemFD returns an allocator of anonymous memfds.
-func NewMemFD() *Allocator { return &Allocator{kind: MemFD, dirFd: -1} }
+func NewMemFD() *Allocator { return newAllocator(MemFD, -1, "") }
+
+func newAllocator(kind Kind, dirFd int, huge string) *Allocator {
+	return &Allocator{kind: kind, dirFd: dirFd, huge: huge, live: map[*File]struct{}{}}
+}
 
 // NewTmpfs mounts a private tmpfs and allocates files there: files
 // written through their mapping (Create) get huge pages, files written by
@@ -58,7 +68,7 @@ func NewTmpfs(parent string) (*Allocator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tmpfs on %s: %w", dir, err)
 	}
-	return &Allocator{kind: Tmpfs, dirFd: fd, huge: huge}, nil
+	return newAllocator(Tmpfs, fd, huge), nil
 }
 
 // Kind is the backing in use.
@@ -94,7 +104,7 @@ func (a *Allocator) Create(size int64) (*File, error) {
 		// Best effort: without huge pages the file is only slower to read.
 		_ = unix.Madvise(data, unix.MADV_HUGEPAGE)
 	}
-	return &File{fd: fd, data: data, size: size}, nil
+	return a.track(&File{fd: fd, data: data, size: size}), nil
 }
 
 // CreateEmpty returns a new empty file that someone else will write
@@ -105,7 +115,41 @@ func (a *Allocator) CreateEmpty() (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{fd: fd}, nil
+	return a.track(&File{fd: fd}), nil
+}
+
+func (a *Allocator) track(f *File) *File {
+	f.alloc = a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.live[f] = struct{}{}
+	return f
+}
+
+// Lingering is the memory that files already freed still hold: a
+// reader's mapping keeps a file's pages after every descriptor is
+// closed (with FUSE passthrough the mapping is of the file itself). It is
+// what the private tmpfs holds beyond the files not yet freed, to the
+// page. A memfd's pages are counted with every other memfd on the
+// machine, so there it is -1: unknown.
+func (a *Allocator) Lingering() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.kind != Tmpfs || a.dirFd < 0 {
+		return -1
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(a.dirFd, &fs); err != nil {
+		return -1
+	}
+	held := int64(fs.Blocks-fs.Bfree) * fs.Bsize
+	for f := range a.live {
+		var st unix.Stat_t
+		if err := unix.Fstat(f.fd, &st); err == nil {
+			held -= st.Blocks * 512
+		}
+	}
+	return max(held, 0)
 }
 
 // open makes a new file of the allocator's backing, read-write: the
@@ -128,6 +172,8 @@ func (a *Allocator) open() (int, error) {
 // Close lets the tmpfs go, if any: it is freed once the files still
 // open are closed.
 func (a *Allocator) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.dirFd < 0 {
 		return nil
 	}
@@ -142,11 +188,12 @@ func (a *Allocator) Close() error {
 // File is one batch file. Write through Bytes, then Seal; after that it is
 // read-only and safe for concurrent ReadAt.
 type File struct {
-	fd   int
-	size int64
-	mu   sync.RWMutex
-	data []byte // writable mapping until Seal
-	free bool
+	alloc *Allocator
+	fd    int
+	size  int64
+	mu    sync.RWMutex
+	data  []byte // writable mapping until Seal
+	free  bool
 }
 
 // Bytes is the writable mapping of the whole file.
@@ -264,11 +311,15 @@ func (f *File) Free() error {
 	if err := f.Seal(); err != nil {
 		return err
 	}
+	a := f.alloc
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.free {
 		return fmt.Errorf("batch file freed twice")
 	}
 	f.free = true
+	delete(a.live, f)
 	return unix.Close(f.fd)
 }

@@ -68,3 +68,53 @@ func TestCreateRejectsEmpty(t *testing.T) {
 		t.Fatal("zero-size file created")
 	}
 }
+
+// TestLingeringCountsWhatMappingsKeep: a freed file that a reader still
+// maps keeps its pages; Lingering counts them until the mapping goes,
+// and never counts files not yet freed.
+func TestLingeringCountsWhatMappingsKeep(t *testing.T) {
+	if got := NewMemFD().Lingering(); got != -1 {
+		t.Errorf("memfd Lingering: %d, want -1 (unknown)", got)
+	}
+	a := allocators(t)["tmpfs"]
+	if a == nil {
+		t.Fatal("needs root for a private tmpfs")
+	}
+	const size = 1<<20 + 4096
+	live, err := a.Create(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Free()
+	f, err := a.Create(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []*File{live, f} {
+		for i := range file.Bytes() {
+			file.Bytes()[i] = byte(i)
+		}
+	}
+	if got := a.Lingering(); got != 0 {
+		t.Fatalf("two live files, nothing freed: Lingering %d, want 0", got)
+	}
+	reader, err := unix.Mmap(f.Fd(), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Lingering(); got < size || got > size+2<<20 {
+		t.Fatalf("freed but mapped: Lingering %d, want %d rounded up to a page", got, size)
+	}
+	if reader[size-1] != byte((size-1)%256) {
+		t.Fatal("the mapping lost its bytes")
+	}
+	if err := unix.Munmap(reader); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Lingering(); got != 0 {
+		t.Fatalf("unmapped: Lingering %d, want 0", got)
+	}
+}

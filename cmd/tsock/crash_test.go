@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -313,4 +314,91 @@ func TestIdleMountSaysSoAndExits(t *testing.T) {
 			t.Fatalf("still mounted after the idle exit: %s", line)
 		}
 	}
+}
+
+// metric is one series' value in MOUNTPOINT/metrics, -1 where absent.
+func metric(t *testing.T, d *daemon, series string) int64 {
+	t.Helper()
+	for _, line := range strings.Split(readFile(t, filepath.Join(d.dir, "metrics")), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metrics: %q: %v", line, err)
+			}
+			return int64(f)
+		}
+	}
+	return -1
+}
+
+// With passthrough, a mapping outlives the close that released its batch
+// (np.memmap maps and closes at once): a reader that kept every batch
+// mapped pinned 9.4x --buffer while status showed the buffer within its
+// limit. That memory now counts against the buffer: the producer waits
+// for it, the reader's next open fails with EDEADLK instead of hanging,
+// status shows it, and reading resumes once the mappings go.
+func TestMappingsAfterCloseCountAgainstTheBuffer(t *testing.T) {
+	batch := producer.DataStart + 8*(16+3*32*32)
+	limit := 4 * int64(batch)
+	d := startDaemon(t, "--source", "synthetic:400", "--batch-size", "8", "--image-size", "32",
+		"--buffer", fmt.Sprint(limit), "--consumer-timeout", "1s", "--storage", "tmpfs")
+	dir := filepath.Join(d.dir, "consumers", "hoarder")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var maps [][]byte
+	defer func() {
+		for _, m := range maps {
+			syscall.Munmap(m)
+		}
+	}()
+	var err error
+	for len(maps) < 50 {
+		var m []byte
+		if m, err = mapAndClose(filepath.Join(dir, fs.BatchName(uint64(len(maps))))); err != nil {
+			break
+		}
+		maps = append(maps, m)
+	}
+	if !errors.Is(err, syscall.EDEADLK) {
+		t.Fatalf("kept %d batches mapped (%d bytes, --buffer %d); the next open: %v, want EDEADLK", len(maps), len(maps)*batch, limit, err)
+	}
+	used := metric(t, d, "tsock_buffer_used_bytes")
+	mapped := metric(t, d, "tsock_buffer_mapped_after_release_bytes")
+	if mapped <= 0 || used+mapped > limit+int64(batch) {
+		t.Fatalf("%d batches mapped: %d bytes held and %d still mapped after release, --buffer %d", len(maps), used, mapped, limit)
+	}
+	if st := readFile(t, filepath.Join(dir, "status")); !strings.Contains(st, "still mapped") {
+		t.Errorf("the consumer's status does not say why its open failed:\n%s", st)
+	}
+	for _, m := range maps {
+		if err := syscall.Munmap(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := len(maps)
+	maps = nil
+	if _, err := mapAndClose(filepath.Join(dir, fs.BatchName(uint64(n)))); err != nil {
+		t.Fatalf("batch %d once the mappings went: %v", n, err)
+	}
+	d.stop(t)
+}
+
+// mapAndClose maps a whole file and closes it, as np.memmap does.
+func mapAndClose(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, err
+	}
+	_ = m[len(m)-1] // fault it in
+	return m, nil
 }

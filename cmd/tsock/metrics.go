@@ -19,6 +19,9 @@ func (c *mountCommand) metrics() ([]byte, error) {
 	gauge("tsock_buffer_limit_bytes", "Memory allowed for batches (--buffer).", float64(snap.Limit))
 	gauge("tsock_buffer_used_bytes", "Memory held by published batches.", float64(snap.Used))
 	gauge("tsock_buffer_batches", "Batches held in memory.", float64(snap.Held))
+	if snap.Lingering >= 0 {
+		gauge("tsock_buffer_mapped_after_release_bytes", "Memory of batches already released that readers still map (part of the buffer).", float64(snap.Lingering))
+	}
 	counter("tsock_batches_published_total", "Batches published.", float64(snap.Published))
 	counter("tsock_samples_published_total", "Samples published.", float64(snap.SamplesPublished))
 	counter("tsock_producer_wait_seconds_total", "Time the producer waited for room in the buffer.", snap.ProducerWait.Seconds())

@@ -320,11 +320,7 @@ func (c *mountCommand) setUp() error {
 	if err := c.setUpGPU(limit); err != nil {
 		return err
 	}
-	storeCfg := producer.StoreConfig(c.cfg, limit)
-	storeCfg.JoinAtEpoch = c.join == "epoch"
-	storeCfg.MaxBatches = c.gpu.slabs()
-	c.store = batchstore.New(storeCfg)
-	if c.alloc, err = newAllocator(c.storage); err != nil {
+	if err := c.newStore(producer.StoreConfig(c.cfg, limit)); err != nil {
 		return err
 	}
 	if c.producer, err = producer.New(c.cfg, c.store, c.alloc); err != nil {
@@ -340,12 +336,11 @@ func (c *mountCommand) setUpIngest(limit int64) error {
 	if err = c.setUpGPU(limit); err != nil {
 		return err
 	}
-	c.store = batchstore.New(batchstore.Config{
+	err = c.newStore(batchstore.Config{
 		Limit: limit, BatchSize: c.cfg.BatchSize, Epochs: c.cfg.Epochs, Samples: c.ingestCfg.Samples,
-		Measure: batchfile.Measure, Unordered: c.ingestCfg.Samples == 0, JoinAtEpoch: c.join == "epoch",
-		MaxBatches: c.gpu.slabs(),
+		Measure: batchfile.Measure, Unordered: c.ingestCfg.Samples == 0,
 	})
-	if c.alloc, err = newAllocator(c.storage); err != nil {
+	if err != nil {
 		return err
 	}
 	c.ingestCfg.Seed = c.cfg.Seed
@@ -377,6 +372,21 @@ func (c *mountCommand) mount(in fs.Ingest) error {
 	// Close waits for this goroutine.
 	c.unmounted = make(chan struct{})
 	go func() { c.mounted.Wait(); close(c.unmounted) }()
+	return nil
+}
+
+// newStore makes the batch storage and the store over it, which counts
+// the memory that readers' mappings keep after release as the storage
+// reports it.
+func (c *mountCommand) newStore(cfg batchstore.Config) error {
+	var err error
+	if c.alloc, err = newAllocator(c.storage); err != nil {
+		return err
+	}
+	cfg.JoinAtEpoch = c.join == "epoch"
+	cfg.MaxBatches = c.gpu.slabs()
+	cfg.Lingering = c.alloc.Lingering
+	c.store = batchstore.New(cfg)
 	return nil
 }
 

@@ -28,6 +28,13 @@ func (c *mountCommand) status() ([]byte, error) {
 	fmt.Fprintf(&b, "producer waited for room: %s\n", snap.ProducerWait.Round(time.Millisecond))
 	fmt.Fprintf(&b, "buffer: %s used of %s (%d batches held, %s being written)\n",
 		humanize.IBytes(uint64(snap.Used)), humanize.IBytes(uint64(snap.Limit)), snap.Held, humanize.IBytes(uint64(snap.Reserved)))
+	// With passthrough a reader's mapping keeps a batch's memory after its
+	// close: that memory is part of the buffer too.
+	mapped := humanize.IBytes(uint64(snap.Lingering)) + " (part of the buffer)"
+	if snap.Lingering < 0 {
+		mapped = "unknown (memfd batch storage cannot tell; the private tmpfs, as root, can)"
+	}
+	fmt.Fprintf(&b, "released but still mapped: %s\n", mapped)
 	if !snap.Unwatched.IsZero() {
 		bound := "until one joins or the mount stops (--idle-exit bounds this)"
 		if c.idleExit > 0 {
@@ -122,6 +129,8 @@ func producerState(snap batchstore.Snapshot, failure string) (word, line string)
 		return "stopped", "stopped"
 	case snap.ProducerIdle:
 		return "idle", "idle: every consumer has all the samples it needs"
+	case snap.ProducerWaiting && snap.LingerBlocked:
+		return "full", "buffer full of batches already read but still mapped, waiting for readers to unmap them"
 	case snap.ProducerWaiting && len(snap.Consumers) == 0:
 		return "full", "buffer full, waiting for a consumer to join"
 	case snap.ProducerWaiting:

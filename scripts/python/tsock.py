@@ -298,9 +298,9 @@ class Consumer:
                     raise TsockError(f"consumer {self.name} was {why}") from None
                 self._raise_if_failed()
             if e.errno == errno.EDEADLK:
-                raise TsockError(f"consumer {self.name}: {path} waited for a batch that the full buffer can make only "
-                                 f"once this consumer reads (or unlinks) the batches it holds back: open batches in "
-                                 f"order and keep fewer open at once") from None
+                why = self.status().get("deadlock", "its waits fail with EDEADLK: hold fewer batches at once")
+                raise TsockError(f"consumer {self.name}: {path}: a wait that could never end: {why} "
+                                 f"(batches kept open or mapped count against the buffer until dropped)") from None
             if e.errno in _GONE:
                 raise TsockError(f"{self.mount}: the tsock daemon is stopping or gone ({e.strerror}): "
                                  f"consumer {self.name} did not reach its end") from None
