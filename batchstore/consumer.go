@@ -37,6 +37,50 @@ type cbatch struct {
 	index      int // within that epoch
 }
 
+// batchList is a consumer's own batches computed so far, from number
+// base on. Those below its position go (all but the last computed, where
+// the next starts), so a consumer that reads forever keeps only what it
+// may still open.
+type batchList struct {
+	base  uint64
+	items []cbatch
+}
+
+// computed is the number of batches computed: those below it are known.
+func (l *batchList) computed() uint64 { return l.base + uint64(len(l.items)) }
+
+// get is batch j, if computed and not dropped.
+func (l *batchList) get(j uint64) (cbatch, bool) {
+	if j < l.base || j >= l.computed() {
+		return cbatch{}, false
+	}
+	return l.items[j-l.base], true
+}
+
+// last is the last batch computed.
+func (l *batchList) last() (cbatch, bool) {
+	if len(l.items) == 0 {
+		return cbatch{}, false
+	}
+	return l.items[len(l.items)-1], true
+}
+
+func (l *batchList) add(cb cbatch) { l.items = append(l.items, cb) }
+
+// dropBelow forgets the batches below j, keeping the last computed. It
+// copies only once most of the slice is dead: amortized O(1) per batch.
+func (l *batchList) dropBelow(j uint64) {
+	if len(l.items) == 0 {
+		return
+	}
+	n := min(j, l.computed()-1) - l.base
+	if n < 64 || 2*n < uint64(len(l.items)) {
+		return
+	}
+	l.items = append([]cbatch(nil), l.items[n:]...)
+	l.base += n
+}
+
 type consumer struct {
 	name       string
 	id         int
@@ -47,7 +91,7 @@ type consumer struct {
 	splitID    int    // its split, 0 when aligned to producer epochs
 	start      uint64 // global sample of its first sample; valid when startKnown
 	startKnown bool
-	batches    []cbatch // its batches computed so far, from number 0
+	batches    batchList // its batches computed so far, those it may still open
 	done       map[uint64]struct{}
 	low        uint64         // its lowest unconsumed batch number
 	handles    map[uint64]int // open leases per batch number

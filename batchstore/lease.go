@@ -59,10 +59,10 @@ func (s *Store) OpenBatch(name string, local uint64) (*Lease, error) {
 
 // lease pins the producer batches of c's batch j. Callers hold s.mu.
 func (s *Store) lease(c *consumer, j uint64) (*Lease, error) {
-	if !c.active() || s.isDone(c, j) || j >= uint64(len(c.batches)) {
+	cb, ok := c.batches.get(j)
+	if !ok || !c.active() || s.isDone(c, j) {
 		return nil, fmt.Errorf("open %s/%d: %w", c.name, j, ErrNotFound)
 	}
-	cb := c.batches[j]
 	l := &Lease{s: s, c: c, j: j}
 	for x := cb.start; x < cb.end; {
 		b := s.batchAt(x)
@@ -126,10 +126,10 @@ func (l *Lease) Release() {
 
 // consume records that c is done with its batch j. Callers hold s.mu.
 func (s *Store) consume(c *consumer, j uint64) {
-	if !c.active() || s.isDone(c, j) || j >= uint64(len(c.batches)) {
+	cb, ok := c.batches.get(j)
+	if !ok || !c.active() || s.isDone(c, j) {
 		return
 	}
-	cb := c.batches[j]
 	c.progress = time.Now()
 	c.batchesRead++
 	c.samplesRead += cb.end - cb.start
@@ -145,6 +145,7 @@ func (s *Store) consume(c *consumer, j uint64) {
 		delete(c.done, c.low)
 		c.low++
 	}
+	c.batches.dropBelow(c.low)
 	if s.pastTheEnd(c, c.low) { // read everything: its split binds no more epochs
 		delete(s.splits, c.id)
 	}
@@ -160,11 +161,11 @@ func (s *Store) consume(c *consumer, j uint64) {
 
 // lowSample is the first sample c may still read. Callers hold s.mu.
 func (s *Store) lowSample(c *consumer) uint64 {
-	if c.low < uint64(len(c.batches)) {
-		return c.batches[c.low].start
+	if cb, ok := c.batches.get(c.low); ok {
+		return cb.start
 	}
-	if n := len(c.batches); n > 0 {
-		return c.batches[n-1].end
+	if last, ok := c.batches.last(); ok {
+		return last.end
 	}
 	return c.start
 }

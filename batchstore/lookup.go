@@ -60,10 +60,9 @@ func (s *Store) resolve(c *consumer, j uint64) (cbatch, bool) {
 		}
 		c.start, c.startKnown = m.start, true
 	}
-	for uint64(len(c.batches)) <= j {
+	for c.batches.computed() <= j {
 		cb := cbatch{start: c.start}
-		if n := len(c.batches); n > 0 {
-			prev := c.batches[n-1]
+		if prev, ok := c.batches.last(); ok {
 			cb.start, cb.epoch, cb.index = prev.end, prev.epoch, prev.index+1
 		}
 		end, known := s.epochEnd(c, cb.epoch)
@@ -86,9 +85,9 @@ func (s *Store) resolve(c *consumer, j uint64) (cbatch, bool) {
 		if cb.end > s.samples {
 			return cbatch{}, false
 		}
-		c.batches = append(c.batches, cb)
+		c.batches.add(cb)
 	}
-	return c.batches[j], true
+	return c.batches.get(j)
 }
 
 // finished reports whether c has no batch j: past its last epoch, or past
@@ -103,11 +102,10 @@ func (s *Store) pastTheEnd(c *consumer, j uint64) bool {
 			return true
 		}
 	}
-	n := uint64(len(c.batches))
-	if n == 0 || j < n {
+	last, ok := c.batches.last()
+	if !ok || j < c.batches.computed() {
 		return false
 	}
-	last := c.batches[n-1]
 	if last.epoch < s.cfg.Epochs-1 {
 		return false
 	}
@@ -275,7 +273,7 @@ func (s *Store) Unlink(name string, local uint64) error {
 	if c.evicted != "" {
 		return fmt.Errorf("unlink %s/%d: %s: %w", name, local, c.evicted, ErrEvicted)
 	}
-	if s.isDone(c, local) || local >= uint64(len(c.batches)) {
+	if _, ok := c.batches.get(local); !ok || s.isDone(c, local) {
 		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNotFound)
 	}
 	if c.handles[local] == 0 {

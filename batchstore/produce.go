@@ -161,8 +161,35 @@ func (s *Store) mark(e int) *epochMark {
 	if m == nil {
 		m = &epochMark{boundaries: map[int]int{}}
 		s.epochs[e] = m
+		s.pruneEpochs()
 	}
 	return m
+}
+
+// pruneEpochs forgets the marks of epochs nothing can ask about again,
+// so that a run of --epochs 0 keeps a few: those before the newest but
+// one, before every held batch's, and before the epoch that each active
+// consumer reads in. Callers hold s.mu.
+func (s *Store) pruneEpochs() {
+	keep := max(s.planned, s.currentEpoch()) - 1
+	for _, b := range s.held {
+		keep = min(keep, b.info.Epoch)
+	}
+	for _, c := range s.consumers {
+		if !c.active() {
+			continue
+		}
+		e := c.joinEpoch
+		if last, ok := c.batches.last(); ok {
+			e += last.epoch
+		}
+		keep = min(keep, e)
+	}
+	for e := range s.epochs {
+		if e < keep {
+			delete(s.epochs, e)
+		}
+	}
 }
 
 // Plan orders one producer epoch. splits maps each live split to its

@@ -14,14 +14,38 @@ type model struct {
 	sample uint64 // the first sample of that batch
 	size   int
 	open   []*Lease
+	// offset is where its own epochs end within each producer epoch: 0
+	// when it joined at an epoch's start, its join position when it
+	// joined mid-epoch (the producer's plan puts its missed samples first,
+	// so its epochs end there).
+	offset uint64
+}
+
+// epochLen is the samples of each producer epoch in the random model.
+const epochLen = 11 // prime: batches of every size end short at epoch ends
+
+// epochEnd is the end (a global sample) of m's own epoch holding sample x.
+func (m *model) epochEnd(x uint64) uint64 {
+	if x < m.offset {
+		return m.offset
+	}
+	return ((x-m.offset)/epochLen+1)*epochLen + m.offset
+}
+
+// want is the samples of m's next batch: its batch size, or what is left
+// of its epoch.
+func (m *model) want() uint64 {
+	return min(uint64(m.size), m.epochEnd(m.sample)-m.sample)
 }
 
 // TestRandomSchedules drives the store through random interleavings of
-// publish (batches of 1–3 samples), join (with batch sizes 1–4), leave,
-// lookup, open, release and unlink, and checks after every step: the
-// buffer is never over its limit, no blob is freed while a lease or a
-// consumer still needs it, none twice, and each consumer's batches are
-// consecutive runs of samples with no gap and no repeat.
+// publish (batches of 1–3 samples, epochs of 11 samples, each planned as
+// the producer does), join (with batch sizes 1–4, at any point of an
+// epoch), leave, lookup, open, release and unlink, and checks after every
+// step: the buffer is never over its limit, no blob is freed while a
+// lease or a consumer still needs it, none twice, and each consumer's
+// batches are consecutive runs of samples with no gap and no repeat,
+// never straddling one of its own epochs' ends and short only there.
 func TestRandomSchedules(t *testing.T) {
 	for seed := uint64(0); seed < 200; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { runSchedule(t, seed) })
@@ -43,7 +67,8 @@ func runSchedule(t *testing.T, seed uint64) {
 		m := models[name]
 		switch op := rng.IntN(7); {
 		case op == 0 && len(blobs) < 60:
-			n := 1 + rng.IntN(3)
+			pos := int(samples % epochLen) // within the producer's epoch
+			n := min(1+rng.IntN(3), epochLen-pos)
 			size := int64(10 * n)
 			snap := s.Snapshot()
 			if snap.Used+snap.Reserved+size > limit {
@@ -53,9 +78,14 @@ func runSchedule(t *testing.T, seed uint64) {
 			if err != nil {
 				t.Fatalf("step %d reserve: %v", step, err)
 			}
+			epoch := int(samples / epochLen)
+			if pos == 0 { // the producer's plan: each split's end stays where it was
+				s.PlanEpoch(epoch, func(in map[int]int) map[int]int { return in })
+			}
 			blob := &fakeBlob{size: size}
 			idx := len(blobs)
-			if _, err := r.Publish(blob, Info{Index: idx, Samples: n, FirstPos: int(samples), EndPos: int(samples) + n}); err != nil {
+			info := Info{Epoch: epoch, Index: idx, Samples: n, FirstPos: pos, EndPos: pos + n, Last: pos+n == epochLen}
+			if _, err := r.Publish(blob, info); err != nil {
 				t.Fatal(err)
 			}
 			blobs, firsts = append(blobs, blob), append(firsts, samples)
@@ -67,7 +97,7 @@ func runSchedule(t *testing.T, seed uint64) {
 				t.Fatal(err)
 			}
 			c := s.consumers[name]
-			models[name] = &model{size: size, sample: c.start}
+			models[name] = &model{size: size, sample: c.start, offset: uint64(c.joinPos)}
 			if !c.startKnown {
 				models[name].sample = samples
 			}
@@ -84,7 +114,7 @@ func runSchedule(t *testing.T, seed uint64) {
 			cancel() // never block: the model knows whether it is there
 			ref, err := s.Lookup(cctx, name, m.next, CallerID(len(name)))
 			if errors.Is(err, ErrInterrupted) {
-				if m.sample+uint64(m.size) <= samples {
+				if m.sample+m.want() <= samples {
 					t.Fatalf("step %d: %s/%d would block with its samples published", step, name, m.next)
 				}
 				continue
@@ -115,12 +145,13 @@ func runSchedule(t *testing.T, seed uint64) {
 	}
 }
 
-// checkPieces: the batch is m.size samples (or what is published), from
-// m.sample on, without gaps.
+// checkPieces: the batch is m.size samples, or what is left of its
+// epoch, from m.sample on, without gaps.
 func checkPieces(t *testing.T, step int, ref Ref, m *model, firsts []uint64) {
 	t.Helper()
-	if ref.Samples != m.size {
-		t.Fatalf("step %d: batch of %d samples, want %d", step, ref.Samples, m.size)
+	if uint64(ref.Samples) != m.want() {
+		t.Fatalf("step %d: batch from sample %d of %d samples, want %d (batch size %d, its epoch ends at %d)",
+			step, m.sample, ref.Samples, m.want(), m.size, m.epochEnd(m.sample))
 	}
 	x := m.sample
 	for _, p := range ref.Pieces {

@@ -430,3 +430,44 @@ func TestOnlyFinishIsTheEndOfData(t *testing.T) {
 		}
 	}
 }
+
+// TestLongRunsKeepBoundedState: consumers that read forever (--epochs 0)
+// keep a bounded number of epoch marks and of their own computed
+// batches, however many epochs pass: per-batch and per-epoch state goes
+// with the batches (a daemon's RSS grew 0.9 KiB per batch read).
+func TestLongRunsKeepBoundedState(t *testing.T) {
+	s := New(Config{Limit: 100, BatchSize: 1, SizeOf: func(n int) int64 { return int64(10 * n) }})
+	mustJoin(t, s, "a")
+	mustJoin(t, s, "b")
+	if err := s.SetBatchSize("b", 3); err != nil { // re-batched: one batch per epoch
+		t.Fatal(err)
+	}
+	var a, b uint64
+	for e := 0; e < 1000; e++ {
+		for i := 0; i < 3; i++ {
+			r, err := s.Reserve(context.Background(), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Publish(&fakeBlob{size: 10}, Info{Epoch: e, Index: i, Samples: 1, FirstPos: i, EndPos: i + 1, Last: i == 2}); err != nil {
+				t.Fatal(err)
+			}
+			read(t, s, "a", a, 1)
+			a++
+		}
+		if ref := read(t, s, "b", b, 2); ref.Samples != 3 {
+			t.Fatalf("epoch %d: b's batch has %d samples, want 3", e, ref.Samples)
+		}
+		b++
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.epochs); n > 3 {
+		t.Errorf("%d epoch marks kept after 1000 epochs", n)
+	}
+	for _, name := range []string{"a", "b"} {
+		if n := len(s.consumers[name].batches.items); n > 130 {
+			t.Errorf("%s keeps %d of its batches after reading them all", name, n)
+		}
+	}
+}

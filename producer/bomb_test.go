@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"image"
 	"image/png"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -46,5 +48,40 @@ func TestWorkersGiveBackLargeBuffers(t *testing.T) {
 	usual.trim()
 	if usual.Pix == nil {
 		t.Fatal("a photo-sized buffer was given back: every sample would allocate anew")
+	}
+}
+
+// A worker trims after every sample: one large image grows its buffers,
+// the next usual one finds them given back (with the limit lowered
+// here), while buffers within the limit stay for the next sample.
+func TestWorkersTrimAfterEachSample(t *testing.T) {
+	defer func(old int) { keepBytes = old }(keepBytes)
+	keepBytes = 3 * 100 * 100
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, side := range map[string]int{"0-large.png": 400, "1-usual.png": 64} {
+		if err := os.WriteFile(filepath.Join(dir, "a", name), encodePNG(t, image.NewNRGBA(image.Rect(0, 0, side, side))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := testWorker(t, src, 32, "go")
+	out := make([]byte, 3*32*32)
+	if err := w.make(&task{index: 0, buf: out}); err != nil {
+		t.Fatal(err)
+	}
+	if w.img.Pix != nil {
+		t.Fatalf("after a 400x400 sample the worker keeps a %d-byte buffer (limit %d)", cap(w.img.Pix), keepBytes)
+	}
+	if err := w.make(&task{index: 1, buf: out}); err != nil {
+		t.Fatal(err)
+	}
+	if w.img.Pix == nil {
+		t.Fatal("a 64x64 sample's buffer was given back: every sample would allocate anew")
 	}
 }

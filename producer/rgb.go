@@ -23,7 +23,7 @@ func (img *RGB) reset(w, h int) {
 // keepBytes is the largest pixel buffer a worker keeps between samples
 // (a 4096² photo): a larger one, met once, is given back rather than held
 // for the rest of the run by every worker that met one.
-const keepBytes = 3 * 4096 * 4096
+var keepBytes = 3 * 4096 * 4096 // a variable for tests
 
 // trim gives back a buffer larger than keepBytes.
 func (img *RGB) trim() {
