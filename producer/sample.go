@@ -2,7 +2,6 @@ package producer
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 
 	"github.com/tsock/tsock/producer/turbo"
@@ -83,10 +82,7 @@ func (w *worker) make(t *task) error {
 		return err
 	}
 	if w.tj != nil && bytes.HasPrefix(data, jpegMagic) {
-		err := w.makeRegion(t, data)
-		if !errors.Is(err, turbo.ErrUnsupported) {
-			return err
-		}
+		return w.makeRegion(t, data)
 	}
 	if err := decodeImage(data, &w.img); err != nil {
 		return err

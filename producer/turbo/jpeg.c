@@ -53,6 +53,20 @@ struct tsock_jpeg {
 	char msg[JMSG_LENGTH_MAX];
 };
 
+// cmyk_to_rgb converts n CMYK pixels as Pillow does (its cmyk2rgb,
+// rounding included), after undoing Adobe's inversion: Photoshop, and PIL,
+// store CMYK inverted and mark the file with an Adobe segment.
+static void cmyk_to_rgb(const unsigned char *in, unsigned char *out, unsigned n, int inverted) {
+	int flip = inverted ? 255 : 0;
+	for (unsigned i = 0; i < n; i++, in += 4, out += 3) {
+		int nk = 255 - (in[3] ^ flip);
+		for (int k = 0; k < 3; k++) {
+			int t = (in[k] ^ flip) * nk + 128;
+			out[k] = (unsigned char)(nk - (((t >> 8) + t) >> 8));
+		}
+	}
+}
+
 // libjpeg's default error_exit calls exit(): jump back to the call instead.
 static void on_error(j_common_ptr c) {
 	tsock_jpeg *j = (tsock_jpeg *)c->client_data;
@@ -126,11 +140,11 @@ int tsock_jpeg_decode(tsock_jpeg *j, const unsigned char *data, unsigned long n,
 	}
 	p_mem_src(c, data, n);
 	p_read_header(c, TRUE);
-	if (c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK) {
-		p_abort(c);
-		return TSOCK_JPEG_UNSUPPORTED;
-	}
-	c->out_color_space = JCS_RGB;
+	// libjpeg turns YCCK into CMYK but neither into RGB: that is done here,
+	// row by row, as PIL does it.
+	int cmyk = c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK;
+	int inverted = cmyk && c->saw_Adobe_marker;
+	c->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
 	c->scale_num = num;
 	c->scale_denom = 8;
 	p_start(c);
@@ -150,10 +164,13 @@ int tsock_jpeg_decode(tsock_jpeg *j, const unsigned char *data, unsigned long n,
 		p_abort(c);
 		return TSOCK_JPEG_SMALL;
 	}
+	// CMYK rows are decoded into the image pool, then converted into dst.
+	JSAMPARRAY cmyk_row = cmyk ? c->mem->alloc_sarray((j_common_ptr)c, JPOOL_IMAGE, 4 * c->output_width, 1) : NULL;
 	if (y > 0) p_skip_scanlines(c, y);
 	for (int r = 0; r < h; r++) {
 		JSAMPROW row = dst + stride * r;
-		if (p_read_scanlines(c, &row, 1) != 1) return fail(j, "decoder returned no row");
+		if (p_read_scanlines(c, cmyk ? cmyk_row : &row, 1) != 1) return fail(j, "decoder returned no row");
+		if (cmyk) cmyk_to_rgb(cmyk_row[0], row, c->output_width, inverted);
 	}
 	if (verify) {
 		// Skipping to the very end returns without decoding: stop one
@@ -161,7 +178,7 @@ int tsock_jpeg_decode(tsock_jpeg *j, const unsigned char *data, unsigned long n,
 		JDIMENSION left = c->output_height - c->output_scanline;
 		if (left > 1) p_skip_scanlines(c, left - 1);
 		if (left > 0) {
-			JSAMPARRAY last = c->mem->alloc_sarray((j_common_ptr)c, JPOOL_IMAGE, stride, 1);
+			JSAMPARRAY last = c->mem->alloc_sarray((j_common_ptr)c, JPOOL_IMAGE, 4 * c->output_width, 1);
 			if (p_read_scanlines(c, last, 1) != 1) return fail(j, "decoder returned no row");
 		}
 		p_finish(c);

@@ -8,7 +8,6 @@ typedef struct tsock_jpeg tsock_jpeg;
 enum {
 	TSOCK_JPEG_OK = 0,
 	TSOCK_JPEG_BAD = -1,         // corrupt or truncated: message in tsock_jpeg_error
-	TSOCK_JPEG_UNSUPPORTED = -2, // a colour space libjpeg cannot turn into RGB (CMYK)
 	TSOCK_JPEG_SMALL = -3,       // dst is too small
 };
 

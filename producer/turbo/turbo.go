@@ -5,6 +5,9 @@
 // It decodes only a region: the rows of a random crop (rows above are
 // skipped, rows below never read) and its iMCU columns, at a DCT-domain
 // scale of num/8, so most of a photo is never inverse-transformed.
+// Every colour space comes out as RGB: grayscale and YCbCr by libjpeg,
+// CMYK and YCCK (Adobe-inverted, as Photoshop and PIL write them) here,
+// with Pillow's own conversion, byte for byte.
 //
 // Invariant: a partial decode reads less of the file than a full one, so
 // damage outside the region goes unseen. Callers decode each file once
@@ -29,10 +32,6 @@ import (
 
 // ErrNoLibrary: libjpeg-turbo cannot be used; the error says why.
 var ErrNoLibrary = errors.New("libjpeg-turbo unavailable")
-
-// ErrUnsupported is a JPEG libjpeg cannot turn into RGB (CMYK, YCCK):
-// decode it another way.
-var ErrUnsupported = errors.New("JPEG colour space not convertible to RGB by libjpeg")
 
 var (
 	loadOnce sync.Once
@@ -124,8 +123,6 @@ func (d *Decoder) Decode(data []byte, num int, r Region, verify bool, dst []byte
 		C.int(r.X), C.int(r.Y), C.int(r.W), C.int(r.H), v, ptr(dst), C.ulong(len(dst)), &cx, &cw) {
 	case C.TSOCK_JPEG_OK:
 		return int(cx), int(cw), nil
-	case C.TSOCK_JPEG_UNSUPPORTED:
-		return 0, 0, ErrUnsupported
 	case C.TSOCK_JPEG_SMALL:
 		return 0, 0, fmt.Errorf("decode JPEG region %v at %d/8: buffer of %d bytes too small", r, num, len(dst))
 	}

@@ -2,7 +2,6 @@ package turbo
 
 import (
 	"bytes"
-	"errors"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -182,18 +181,56 @@ func TestVerifyFindsDamageOutsideTheRegion(t *testing.T) {
 	}
 }
 
-func TestCMYKIsUnsupported(t *testing.T) {
+// TestCMYKAndYCCKDecodeAsPIL: 4-component JPEGs (CMYK as PIL writes it;
+// YCCK, 4:2:0, as Photoshop writes it; both Adobe-inverted) decode to
+// the very RGB bytes that PIL's convert("RGB") gives (the .rgb files,
+// written by PIL 9.4 on Debian), whole and by region.
+func TestCMYKAndYCCKDecodeAsPIL(t *testing.T) {
 	d := newDecoder(t)
-	data, err := os.ReadFile("testdata/cmyk.jpg") // written by PIL: 40x24, 4 components
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"cmyk-pil", "ycck"} {
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile("testdata/" + name + ".jpg")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile("testdata/" + name + ".rgb")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, h, err := d.Header(data)
+			if err != nil || 3*w*h != len(want) {
+				t.Fatalf("header %dx%d %v, reference of %d bytes", w, h, err, len(want))
+			}
+			got := make([]byte, 3*w*h)
+			if _, _, err := d.Decode(data, 8, Region{0, 0, w, h}, true, got); err != nil {
+				t.Fatal(err)
+			}
+			if i := firstDiff(got, want); i >= 0 {
+				t.Fatalf("pixel (%d,%d): %v, PIL gives %v", i/3%w, i/3/w, got[i/3*3:i/3*3+3], want[i/3*3:i/3*3+3])
+			}
+			r := Region{X: w / 3, Y: h / 3, W: w / 2, H: h / 2}
+			x, width, err := d.Decode(data, 8, r, false, got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for row := 0; row < r.H; row++ {
+				g := got[3*(row*width+r.X-x) : 3*(row*width+r.X-x+r.W)]
+				ref := want[3*((r.Y+row)*w+r.X) : 3*((r.Y+row)*w+r.X+r.W)]
+				if i := firstDiff(g, ref); i >= 0 {
+					t.Fatalf("region row %d, byte %d: %d, PIL gives %d", r.Y+row, i, g[i], ref[i])
+				}
+			}
+		})
 	}
-	if w, h, err := d.Header(data); err != nil || w != 40 || h != 24 {
-		t.Fatalf("header %dx%d %v", w, h, err)
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
 	}
-	if _, _, err := d.Decode(data, 8, Region{0, 0, 40, 24}, true, make([]byte, 3*40*24)); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("CMYK decode: %v, want ErrUnsupported", err)
-	}
+	return -1
 }
 
 func abs(x int) int {
