@@ -20,13 +20,23 @@ func regionWorker(t *testing.T, dir string) (*worker, *Folder) {
 }
 
 // Decoding only the crop must give the very bytes of decoding the whole
-// image at the same scale and cutting the crop from it.
+// image at the same scale and cutting the crop from it: for the train
+// crop, and for the eval crop, whose filter reads past its box.
 func TestRegionDecodeEqualsWholeDecode(t *testing.T) {
 	dir := t.TempDir()
 	if err := WriteFolder(dir, GenOptions{Images: 12, Classes: 2, MinSide: 90, MaxSide: 400, Quality: 90}); err != nil {
 		t.Fatal(err)
 	}
-	w, src := regionWorker(t, dir)
+	for _, tr := range []Transform{Train, Eval} {
+		t.Run(string(tr), func(t *testing.T) {
+			w, src := regionWorker(t, dir)
+			w.p.cfg.Transform = tr
+			regionEqualsWhole(t, w, src)
+		})
+	}
+}
+
+func regionEqualsWhole(t *testing.T, w *worker, src *Folder) {
 	whole := &RGB{}
 	for i := 0; i < src.Len(); i++ {
 		data, err := os.ReadFile(src.paths[i])
@@ -42,8 +52,8 @@ func TestRegionDecodeEqualsWholeDecode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := cropFor(Train, 0, epoch, i, fw, fh)
-			num := scaleFor(c, 64)
+			c := cropFor(w.p.cfg.Transform, 0, epoch, i, fw, fh, 64)
+			num := decodeScale(w.p.cfg.Transform, 64, c)
 			whole.reset(turbo.Scaled(fw, num), turbo.Scaled(fh, num))
 			if _, _, err := w.tj.Decode(data, num, turbo.Region{W: whole.W, H: whole.H}, true, whole.Pix); err != nil {
 				t.Fatal(err)

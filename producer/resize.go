@@ -42,24 +42,26 @@ type axis struct {
 	k     int
 }
 
-// build computes n outputs over the source range [lo, lo+span) with a
-// triangle filter widened by the scale when downscaling (antialiased
-// bilinear, as PIL does it).
-func (a *axis) build(lo, span, n int, fw []float64) []float64 {
-	scale := float64(span) / float64(n)
+// build computes n outputs over the source box [lo, lo+span), reading
+// only pixels in [bmin, bmax), with a triangle filter widened by the
+// scale when downscaling (antialiased bilinear, as PIL does it). first is
+// in the source's coordinates.
+func (a *axis) build(lo, span float64, n, bmin, bmax int, fw []float64) []float64 {
+	scale := span / float64(n)
 	support := math.Max(scale, 1)
 	// k: the most taps any output has with a non-zero weight.
 	a.k = 1
 	for i := 0; i < n; i++ {
-		first, last := a.reach(lo, span, i, scale, support)
+		first, last := reach(lo, scale, support, i, bmin, bmax)
 		a.k = max(a.k, last-first+1)
 	}
+	a.k = min(a.k, bmax-bmin)
 	a.first = a.first[:0]
 	a.w = a.w[:0]
 	for i := 0; i < n; i++ {
-		center := float64(lo) + (float64(i)+0.5)*scale
-		first, _ := a.reach(lo, span, i, scale, support)
-		first = min(first, lo+span-a.k)
+		center := lo + (float64(i)+0.5)*scale
+		first, _ := reach(lo, scale, support, i, bmin, bmax)
+		first = min(first, bmax-a.k)
 		fw = fw[:0]
 		var sum float64
 		for j := first; j < first+a.k; j++ {
@@ -88,14 +90,26 @@ func (a *axis) build(lo, span, n int, fw []float64) []float64 {
 	return fw
 }
 
-// reach is the first and last source pixel, within [lo, lo+span), where
-// output i's filter is not zero.
-func (a *axis) reach(lo, span, i int, scale, support float64) (first, last int) {
-	center := float64(lo) + (float64(i)+0.5)*scale
+// reach is the first and last pixel, within [bmin, bmax), where output
+// i's filter is not zero.
+func reach(lo, scale, support float64, i, bmin, bmax int) (first, last int) {
+	center := lo + (float64(i)+0.5)*scale
 	// Pixel j's centre j+0.5 must be strictly within support of center.
 	first = int(math.Floor(center-support-0.5)) + 1
 	last = int(math.Ceil(center+support-0.5)) - 1
-	return max(first, lo), min(last, lo+span-1)
+	return max(first, bmin), min(last, bmax-1)
+}
+
+// span is the source range [lo, hi) the axis reads.
+func (a *axis) span() (lo, hi int) {
+	return int(a.first[0]), int(a.first[len(a.first)-1]) + a.k
+}
+
+// shift moves the axis by d pixels: for a source that starts d pixels in.
+func (a *axis) shift(d int) {
+	for i := range a.first {
+		a.first[i] -= int32(d)
+	}
 }
 
 // resampler cuts a crop out of an image, resizes it to S×S, mirrors it if
@@ -118,24 +132,54 @@ func newResampler(size int, layout Layout) *resampler {
 }
 
 // resize writes src's crop c as an S×S sample into dst (3·S·S bytes).
-// The C passes trust their bounds, so they are checked here.
 func (r *resampler) resize(src *RGB, c Crop, dst []byte) error {
-	S := r.size
-	if len(dst) < 3*S*S || c.X < 0 || c.Y < 0 || c.W < 1 || c.H < 1 || c.X+c.W > src.W || c.Y+c.H > src.H ||
-		len(src.Pix) < 3*src.W*src.H {
-		return fmt.Errorf("resize: crop %+v of a %dx%d image into %d bytes", c, src.W, src.H, len(dst))
+	if c.X < 0 || c.Y < 0 || c.W < 1 || c.H < 1 || c.X+c.W > src.W || c.Y+c.H > src.H {
+		return fmt.Errorf("resize: crop %+v of a %dx%d image", c, src.W, src.H)
 	}
-	r.fw = r.cols.build(0, c.W, S, r.fw)
-	r.fw = r.rows.build(c.Y, c.H, S, r.fw)
-	n := 3 * c.W
+	if _, _, _, _, err := r.plan(c); err != nil {
+		return err
+	}
+	return r.apply(src, 0, 0, c.Flip, dst)
+}
+
+// plan builds the filters of crop c and returns the source rectangle
+// [x0, x1) × [y0, y1) that they read: all of the source apply needs.
+func (r *resampler) plan(c Crop) (x0, y0, x1, y1 int, err error) {
+	b := c.box()
+	const slack = 1e-6 // float rounding of a box computed from the same bounds
+	if c.W < 1 || c.H < 1 || !(b.W > 0 && b.H > 0) || b.X < float64(c.X)-slack || b.Y < float64(c.Y)-slack ||
+		b.X+b.W > float64(c.X+c.W)+slack || b.Y+b.H > float64(c.Y+c.H)+slack {
+		return 0, 0, 0, 0, fmt.Errorf("resize: box %+v outside the crop %+v", b, c)
+	}
+	r.fw = r.cols.build(b.X, b.W, r.size, c.X, c.X+c.W, r.fw)
+	r.fw = r.rows.build(b.Y, b.H, r.size, c.Y, c.Y+c.H, r.fw)
+	x0, x1 = r.cols.span()
+	y0, y1 = r.rows.span()
+	return x0, y0, x1, y1, nil
+}
+
+// apply runs the planned filters over src, whose pixel (0, 0) is the
+// source's (ox, oy), into dst: mirrored if flip. The C passes trust their
+// bounds, so they are checked here.
+func (r *resampler) apply(src *RGB, ox, oy int, flip bool, dst []byte) error {
+	S := r.size
+	x0, x1 := r.cols.span()
+	y0, y1 := r.rows.span()
+	if len(dst) < 3*S*S || x0 < ox || y0 < oy || x1-ox > src.W || y1-oy > src.H || len(src.Pix) < 3*src.W*src.H {
+		return fmt.Errorf("resize: source [%d,%d)x[%d,%d) outside the %dx%d image at (%d,%d), or %d bytes for the sample",
+			x0, x1, y0, y1, src.W, src.H, ox, oy, len(dst))
+	}
+	r.rows.shift(oy)
+	r.cols.shift(x0) // the vertical pass keeps columns [x0, x1) only
+	n := 3 * (x1 - x0)
 	r.tmp = grow(r.tmp, S*n)
 	r.acc = grow(r.acc, n)
-	C.tsock_vertical((*C.uint8_t)(&src.Pix[0]), C.long(3*src.W), C.long(3*c.X), C.int(n), C.int(S),
+	C.tsock_vertical((*C.uint8_t)(&src.Pix[0]), C.long(3*src.W), C.long(3*(x0-ox)), C.int(n), C.int(S),
 		(*C.int32_t)(&r.rows.first[0]), (*C.int32_t)(&r.rows.w[0]), C.int(r.rows.k),
 		(*C.int32_t)(&r.acc[0]), (*C.uint8_t)(&r.tmp[0]))
 	C.tsock_horizontal((*C.uint8_t)(&r.tmp[0]), C.long(n), C.int(S),
 		(*C.int32_t)(&r.cols.first[0]), (*C.int32_t)(&r.cols.w[0]), C.int(r.cols.k),
-		cBool(c.Flip), cBool(r.layout == NCHW), (*C.uint8_t)(&dst[0]))
+		cBool(flip), cBool(r.layout == NCHW), (*C.uint8_t)(&dst[0]))
 	return nil
 }
 

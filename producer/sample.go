@@ -3,6 +3,7 @@ package producer
 import (
 	"bytes"
 	"fmt"
+	"math"
 
 	"github.com/tsock/tsock/producer/turbo"
 )
@@ -75,7 +76,7 @@ func (w *worker) make(t *task) error {
 		if err := cfg.Source.Load(t.index, &w.img, &w.scratch); err != nil {
 			return err
 		}
-		return w.rs.resize(&w.img, cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, w.img.W, w.img.H), t.buf)
+		return w.rs.resize(&w.img, cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, w.img.W, w.img.H, cfg.ImageSize), t.buf)
 	}
 	data, err := enc.Encoded(t.index, &w.scratch)
 	if err != nil {
@@ -87,7 +88,7 @@ func (w *worker) make(t *task) error {
 	if err := decodeImage(data, &w.img); err != nil {
 		return err
 	}
-	return w.rs.resize(&w.img, cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, w.img.W, w.img.H), t.buf)
+	return w.rs.resize(&w.img, cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, w.img.W, w.img.H, cfg.ImageSize), t.buf)
 }
 
 // trim gives back buffers a rare large sample grew (see keepBytes).
@@ -112,33 +113,55 @@ func (w *worker) makeRegion(t *task, data []byte) error {
 	if fw <= 0 || fh <= 0 || int64(fw)*int64(fh) > MaxPixels {
 		return fmt.Errorf("jpeg of %dx%d pixels: outside 1..%d pixels", fw, fh, MaxPixels)
 	}
-	c := cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, fw, fh)
-	num := scaleFor(c, cfg.ImageSize)
+	c := cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, fw, fh, cfg.ImageSize)
+	num := decodeScale(cfg.Transform, cfg.ImageSize, c)
 	sw := turbo.Scaled(fw, num)
 	sc := scaleCrop(c, num, sw, turbo.Scaled(fh, num))
-	w.img.reset(sw, sc.H) // room for the widest the decoder may give
-	x, width, err := w.tj.Decode(data, num, turbo.Region{X: sc.X, Y: sc.Y, W: sc.W, H: sc.H}, t.epoch == 0, w.img.Pix)
+	x0, y0, x1, y1, err := w.rs.plan(sc)
 	if err != nil {
 		return err
 	}
-	w.img.reset(width, sc.H)
-	sc.X, sc.Y = sc.X-x, 0
-	return w.rs.resize(&w.img, sc, t.buf)
+	w.img.reset(sw, y1-y0) // room for the widest the decoder may give
+	x, width, err := w.tj.Decode(data, num, turbo.Region{X: x0, Y: y0, W: x1 - x0, H: y1 - y0}, t.epoch == 0, w.img.Pix)
+	if err != nil {
+		return err
+	}
+	w.img.reset(width, y1-y0)
+	return w.rs.apply(&w.img, x, y0, sc.Flip, t.buf)
 }
 
-// scaleFor is the smallest num in 1..8 for which the crop decoded at num/8
-// is still at least size pixels wide and high.
+// evalDecodeFactor: the eval transform decodes at no less than twice
+// the sample's size, leaving most of the reduction to the antialiased
+// resize that torchvision's Resize does. The DCT-domain scale is another
+// filter: at 1x, real photos came out a mean 2.8 levels from torchvision's
+// pixels at p99; at 2x, 0.2 (scripts/python/compare_eval.py). Training
+// crops keep the fastest scale: they are random anyway.
+const evalDecodeFactor = 2
+
+// decodeScale is the num/8 at which crop c is decoded for samples of
+// size×size.
+func decodeScale(t Transform, size int, c Crop) int {
+	if t == Eval {
+		size *= evalDecodeFactor
+	}
+	return scaleFor(c, size)
+}
+
+// scaleFor is the smallest num in 1..8 for which the crop's box decoded
+// at num/8 is still at least size pixels wide and high.
 func scaleFor(c Crop, size int) int {
-	num := max(ceilDiv(8*size, c.W), ceilDiv(8*size, c.H))
+	b := c.box()
+	num := int(math.Ceil(max(8*float64(size)/b.W, 8*float64(size)/b.H) - 1e-9))
 	return min(max(num, 1), 8)
 }
 
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
-
-// scaleCrop maps a full-size crop onto the image decoded at num/8.
+// scaleCrop maps a full-size crop onto the image decoded at num/8 (w×h):
+// full-size pixel edge u is u·num/8 there, as each 8×8 block becomes
+// num×num. The rectangle grows to whole pixels; the box stays exact.
 func scaleCrop(c Crop, num, w, h int) Crop {
-	x, y := c.X*num/8, c.Y*num/8
-	cw := min(max(1, (c.W*num+4)/8), w-x)
-	ch := min(max(1, (c.H*num+4)/8), h-y)
-	return Crop{X: x, Y: y, W: cw, H: ch, Flip: c.Flip}
+	f := float64(num) / 8
+	b := c.box()
+	x0, y0 := int(math.Floor(float64(c.X)*f)), int(math.Floor(float64(c.Y)*f))
+	x1, y1 := min(int(math.Ceil(float64(c.X+c.W)*f)), w), min(int(math.Ceil(float64(c.Y+c.H)*f)), h)
+	return Crop{X: x0, Y: y0, W: max(1, x1-x0), H: max(1, y1-y0), Box: Box{b.X * f, b.Y * f, b.W * f, b.H * f}, Flip: c.Flip}
 }

@@ -12,7 +12,7 @@ func TestRandomResizedCropStaysInside(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 5000; i++ {
 		w, h := 1+rng.IntN(900), 1+rng.IntN(900)
-		c := cropFor(Train, 7, i%3, i, w, h)
+		c := cropFor(Train, 7, i%3, i, w, h, 224)
 		if c.W < 1 || c.H < 1 || c.X < 0 || c.Y < 0 || c.X+c.W > w || c.Y+c.H > h {
 			t.Fatalf("%dx%d: crop %+v outside the image", w, h, c)
 		}
@@ -23,14 +23,14 @@ func TestRandomResizedCropStaysInside(t *testing.T) {
 }
 
 func TestCropIsDeterministic(t *testing.T) {
-	a := cropFor(Train, 3, 1, 42, 500, 375)
-	b := cropFor(Train, 3, 1, 42, 500, 375)
+	a := cropFor(Train, 3, 1, 42, 500, 375, 224)
+	b := cropFor(Train, 3, 1, 42, 500, 375, 224)
 	if a != b {
 		t.Fatalf("same inputs, different crops: %+v %+v", a, b)
 	}
 	differs := 0
 	for e := 0; e < 20; e++ {
-		if cropFor(Train, 3, e, 42, 500, 375) != a {
+		if cropFor(Train, 3, e, 42, 500, 375, 224) != a {
 			differs++
 		}
 	}
@@ -39,10 +39,22 @@ func TestCropIsDeterministic(t *testing.T) {
 	}
 }
 
-func TestEvalCropIsCentred(t *testing.T) {
-	c := cropFor(Eval, 0, 0, 0, 400, 200)
-	if c != (Crop{X: 112, Y: 12, W: 175, H: 175}) {
-		t.Fatalf("eval crop %+v", c)
+// The eval crop is torchvision's Resize(256) + CenterCrop(224) as one
+// box of the source, worked out by hand: 400x200 resizes to 512x256 and
+// is cut at (144, 16); 375x500 resizes to 256x341 (int() of 341.3) and is
+// cut at top round(58.5) = 58, as Python rounds halves to even.
+func TestEvalCropIsTorchvisionsGeometry(t *testing.T) {
+	for _, c := range []struct {
+		w, h int
+		want Box
+	}{
+		{400, 200, Box{X: 144 * 400.0 / 512, Y: 16 * 200.0 / 256, W: 224 * 400.0 / 512, H: 224 * 200.0 / 256}},
+		{375, 500, Box{X: 16 * 375.0 / 256, Y: 58 * 500.0 / 341, W: 224 * 375.0 / 256, H: 224 * 500.0 / 341}},
+	} {
+		got := cropFor(Eval, 0, 0, 0, c.w, c.h, 224)
+		if got != (Crop{W: c.w, H: c.h, Box: c.want}) {
+			t.Errorf("%dx%d: eval crop %+v, want the whole image read and box %+v", c.w, c.h, got, c.want)
+		}
 	}
 }
 

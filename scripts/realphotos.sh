@@ -33,5 +33,5 @@ for p in "${packages[@]}"; do
 	got=$((got + 1))
 done
 ((got > 0)) || { echo "realphotos: no wallpaper package could be downloaded (apt-get download ${packages[*]})" >&2; exit 1; }
-rm -rf "$out"
+rm -rf "${out:?}"/*
 /usr/bin/python3 scripts/python/realphotos.py "$out" "$cache" --images "$images" "$@"

@@ -409,6 +409,34 @@ class ExamplesTest(unittest.TestCase):
             self.assertEqual([e["tokens"] for e in c["epochs"]], [r["tokens"]] * 2)
 
 
+class RealPhotosTest(unittest.TestCase):
+    """tsock's pixels against torchvision's on real photographs (cut from
+    Debian's wallpaper photos by scripts/realphotos.sh, CMYK, grayscale and
+    progressive files among them)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.photos = tempfile.mkdtemp(prefix="tsock-photos-")
+        out = subprocess.run([os.path.join(ROOT, "scripts", "realphotos.sh"), cls.photos, "120", "--seed", "3"],
+                             capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            raise RuntimeError(f"scripts/realphotos.sh failed: {out.stderr}")
+        cls.summary = out.stdout.strip()
+
+    def test_eval_matches_torchvision(self):
+        """Resize(256) + CenterCrop(224) as torchvision does it: per image
+        mean |diff| at most 2.0 at p99, with no spatial shift; every file
+        read (CMYK too)."""
+        import compare_eval
+        m = Mount(self, "--source", self.photos, "--transform", "eval", "--image-size", "224", "--epochs", "1",
+                  "--batch-size", "30", "--buffer", "256MiB")
+        r = compare_eval.compare(m.dir, self.photos, 224)
+        print(f"\n{self.summary}\neval vs torchvision: {json.dumps(r)}", file=sys.stderr)
+        self.assertEqual(r["images"], 120, m.status())
+        self.assertLessEqual(r["mean_abs_diff_p99"], 2.0, r)
+        self.assertEqual(r["best_matched_shifted"], 0, r)
+
+
 class GPUTest(unittest.TestCase):
     """GPU mode without a GPU: the daemon runs on the fake libcuda.so (its
     IPC handles carry the "device" address), the client on a fake opener."""
