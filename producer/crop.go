@@ -57,13 +57,20 @@ func sampleRNG(seed uint64, epoch, index int) *rand.Rand {
 	return rand.New(rand.NewPCG(seed^uint64(epoch)*0x9e3779b97f4a7c15, uint64(index)))
 }
 
+// draws are the random numbers a crop takes (a *rand.Rand; a script in
+// the test that replays torchvision's).
+type draws interface {
+	Float64() float64
+	IntN(n int) int
+}
+
 // pyRound is Python's round(): halves go to the even neighbour.
 func pyRound(x float64) int { return int(math.RoundToEven(x)) }
 
 // randomResizedCrop follows torchvision's RandomResizedCrop.get_params,
 // draw for draw: ten tries at a random area and aspect ratio (top drawn
 // before left), then a centre crop with the ratio clamped.
-func randomResizedCrop(rng *rand.Rand, w, h int) Crop {
+func randomResizedCrop(rng draws, w, h int) Crop {
 	area := float64(w * h)
 	logLo, logHi := math.Log(3.0/4.0), math.Log(4.0/3.0)
 	for range 10 {
