@@ -19,7 +19,12 @@ echo "== writing $images JPEGs (300-600 px, 10 classes)"
 
 run_phase() { # run_phase N: a fresh mount, N consumers reading one epoch
 	local n=$1
-	mount_bg --source "$work/data" --batch-size 64 --epochs 1 --buffer 1GiB
+	# A buffer well under the epoch: the producer cannot run far ahead of
+	# the readers, and the clock starts when the mount does, before the
+	# first join, so a pre-filled buffer cannot flatter the rate.
+	mount_bg --source "$work/data" --batch-size 64 --epochs 1 --buffer 64MiB
+	local began
+	began=$(date +%s.%N)
 	local pids=()
 	for i in $(seq "$n"); do
 		/usr/bin/python3 scripts/python/read_batches.py "$mnt" "trial-$i" --join >"$work/reader-$i.json" &
@@ -27,14 +32,18 @@ run_phase() { # run_phase N: a fresh mount, N consumers reading one epoch
 	done
 	for p in "${pids[@]}"; do wait "$p"; done
 	echo "-- $n consumer(s), one epoch each:"
-	/usr/bin/python3 - "$work" "$n" <<'PY'
+	/usr/bin/python3 - "$work" "$n" "$began" "$mnt/metrics" <<'PY'
 import json, sys
-work, n = sys.argv[1], int(sys.argv[2])
+work, n, began, metrics = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 rows = [json.load(open(f"{work}/reader-{i}.json")) for i in range(1, n + 1)]
 for r in rows:
     print(f"   {r['consumer']}: {r['images']} images in {r['seconds']} s = {r['images_per_s']} images/s; "
           f"read {r['read_gb_per_s']} GB/s while not waiting for the producer")
-print(f"   all consumers together: {sum(r['images_per_s'] for r in rows):.0f} images/s delivered")
+span = max(r["ended_at"] for r in rows) - began
+images = sum(r["images"] for r in rows)
+made = next(float(l.split()[1]) for l in open(metrics) if l.startswith("tsock_samples_published_total "))
+print(f"   all consumers together: {images} images in {span:.2f} s from the mount's start = "
+      f"{images / span:.0f} images/s delivered; the producer made {made:.0f} images, {made / span:.0f}/s")
 PY
 	echo "-- status:"
 	sed 's/^/   /' "$mnt/status"

@@ -30,6 +30,7 @@ def main():
         os.mkdir(d)
     batches = images = nbytes = 0
     waited = 0.0
+    started_at = time.time()  # wall clock: comparable across processes
     start = time.perf_counter()
     current_epoch, epoch_start, epoch_images = 0, start, 0
     last_end = start
@@ -60,6 +61,7 @@ def main():
         "last_epoch": current_epoch,
         "last_epoch_images_per_s": round(epoch_images / max(last_end - epoch_start, 1e-9), 1),
         "read_gb_per_s": round(nbytes / busy / 1e9, 3), "brightest": brightest if batches else None,
+        "started_at": started_at, "ended_at": started_at + wall,
     }))
 
 
