@@ -126,6 +126,7 @@ type resampler struct {
 	tmp    []uint8 // S rows × crop width × 3, after the vertical pass
 	acc    []int32 // one row of the vertical pass
 	tile   []uint8 // 16 output columns of the horizontal pass
+	rows16 []uint8 // 16 rows of the vertical pass
 }
 
 func newResampler(size int, layout Layout) *resampler {
@@ -176,9 +177,10 @@ func (r *resampler) apply(src *RGB, ox, oy int, flip bool, dst []byte) error {
 	r.tmp = grow(r.tmp, 3*W*S)
 	r.acc = grow(r.acc, max(3*W, S))
 	r.tile = grow(r.tile, 16*S)
+	r.rows16 = grow(r.rows16, 16*3*W)
 	C.tsock_vertical_t((*C.uint8_t)(&src.Pix[0]), C.long(3*src.W), C.long(3*(x0-ox)), C.int(W), C.int(S),
 		(*C.int32_t)(&r.rows.first[0]), (*C.int32_t)(&r.rows.w[0]), C.int(r.rows.k),
-		(*C.int32_t)(&r.acc[0]), (*C.uint8_t)(&r.tmp[0]))
+		(*C.int32_t)(&r.acc[0]), (*C.uint8_t)(&r.rows16[0]), (*C.uint8_t)(&r.tmp[0]))
 	C.tsock_horizontal_t((*C.uint8_t)(&r.tmp[0]), C.int(W), C.int(S),
 		(*C.int32_t)(&r.cols.first[0]), (*C.int32_t)(&r.cols.w[0]), C.int(r.cols.k),
 		cBool(flip), cBool(r.layout == NCHW), (*C.int32_t)(&r.acc[0]), (*C.uint8_t)(&r.tile[0]), (*C.uint8_t)(&dst[0]))

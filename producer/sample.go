@@ -147,12 +147,20 @@ func decodeScale(t Transform, size int, c Crop) int {
 	return scaleFor(c, size)
 }
 
-// scaleFor is the smallest num in 1..8 for which the crop's box decoded
-// at num/8 is still at least size pixels wide and high.
+// scaleFor is the smallest num in 1, 2, 4, 8 for which the crop's box
+// decoded at num/8 is still at least size pixels wide and high. The
+// other scales' IDCTs (3x3, 5x5 to 7x7, and their doubles for subsampled
+// chroma) are plain C in libjpeg-turbo, the powers of two SIMD: decoding
+// more pixels with them is faster (BenchmarkSample on real photos: 1066,
+// 1077, 1115 images/s with every scale, 1165, 1200, 1224 with these).
 func scaleFor(c Crop, size int) int {
 	b := c.box()
-	num := int(math.Ceil(max(8*float64(size)/b.W, 8*float64(size)/b.H) - 1e-9))
-	return min(max(num, 1), 8)
+	least := max(8*float64(size)/b.W, 8*float64(size)/b.H) - 1e-9
+	num := 1
+	for num < 8 && float64(num) < least {
+		num *= 2
+	}
+	return num
 }
 
 // scaleCrop maps a full-size crop onto the image decoded at num/8 (w×h):
