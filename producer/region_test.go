@@ -2,6 +2,7 @@ package producer
 
 import (
 	"bytes"
+	"image"
 	"os"
 	"path/filepath"
 	"testing"
@@ -97,5 +98,31 @@ func TestCMYKJPEGKeepsItsColours(t *testing.T) {
 	}
 	if mean := blue / plane; mean < 110 || mean > 146 {
 		t.Fatalf("blue mean %d, want about 128", mean)
+	}
+}
+
+// A PNG named .jpg (common in scraped datasets) is read by its content,
+// as PIL does, not skipped.
+func TestPNGUnderAJPGName(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	img := image.NewNRGBA(image.Rect(0, 0, 80, 60))
+	for i := 0; i < len(img.Pix); i += 4 {
+		img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = 200, 50, 10, 255
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a", "photo.jpg"), encodePNG(t, img), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := regionWorker(t, dir)
+	out := make([]byte, 3*64*64)
+	if err := w.make(&task{index: 0, epoch: 0, buf: out}); err != nil {
+		t.Fatalf("PNG content under a .jpg name: %v", err)
+	}
+	for ch, want := range []byte{200, 50, 10} {
+		if got := out[ch*64*64+64*32+32]; got != want {
+			t.Fatalf("channel %d: %d, want %d", ch, got, want)
+		}
 	}
 }

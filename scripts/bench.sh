@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
 # The proof, one command: measures tsock against torchvision and tmpfs on
-# the same generated JPEGs and prints a markdown table of medians of RUNS
-# runs, every ratio taken within one run.
+# the same JPEGs, both real photographs (scripts/realphotos.sh: crops of
+# Debian's wallpaper photos) and `tsock gendata` images, and prints a
+# markdown table of medians of RUNS runs with the spread (min-max) of each
+# ratio, every ratio taken within one run, tsock and the baseline one
+# after the other in each run. A ratio whose spread crosses 1.0 reads "no
+# difference".
 #
-#   scripts/bench.sh [IMAGES] [RUNS]     default 1000 images, 3 runs
+#   scripts/bench.sh [IMAGES] [RUNS]     default 2000 images per set, 3 runs
 #
-# 1. producer images/s per core vs torchvision's per core
-# 2. images/s delivered to N = 1, 2, 4 consumers vs N torchvision DataLoaders
-#    (batch 256, workers = cores/N; the second of two epochs, whole)
+# 1. producer images/s per core vs torchvision's per core, on both sets
+# 2. images/s delivered to N = 1, 2, 4, 8 consumers vs N torchvision
+#    DataLoaders (batch 256, workers = cores/N; tsock batches of 64, so
+#    that a third of an epoch holds several), on both sets: 3 whole
+#    epochs, every image delivered over the span from the mount's start
+#    (before the first join) or the loaders' start to the last read, with
+#    a buffer of a third of an epoch: the producer cannot run ahead and be
+#    timed as if it were the readers' speed. The N consumers join as the
+#    N trials are launched (mkdir), and read once their Python is up: the
+#    same epochs for all, where joins half a second apart would stitch
+#    later joiners' epochs (files the daemon assembles), a cost that a
+#    real epoch of a million images does not notice and one of a few
+#    thousand does. Python's start-up is in both sides' time.
 # 3. read GB/s from the mount vs the same files on /dev/shm, 1 and 4 readers
 # 4. daemon memory + batch memory vs --buffer, 1 and 8 consumers
 # 5. --ingest: one producer's write GB/s into ingest/ vs the same bytes
@@ -21,7 +35,7 @@ exec 3>&1 1>&2 # the table alone on standard output; progress on standard error
 TSOCK_SETUP_TORCH=1 scripts/setup.sh
 source scripts/lib.sh
 
-images=${1:-1000}
+images=${1:-2000}
 runs=${2:-3}
 cores=$(nproc)
 py=/usr/bin/python3
@@ -29,8 +43,30 @@ results="$work/results.txt"
 trap 'cleanup; rm -rf /dev/shm/tsock-bench' EXIT
 
 build_tsock
-"$tsock" gendata "$work/data" --images "$images" --classes 10 --min-side 300 --max-side 600 
-go test -c -o "$work/producer.test" ./producer 
+"$tsock" gendata "$work/data" --images "$images" --classes 10 --min-side 300 --max-side 600
+scripts/realphotos.sh "$work/photos" "$images" >"$work/photos.txt"
+go test -c -o "$work/producer.test" ./producer
+sets=("$work/photos" "$work/data")
+# bpp SET: bits per pixel of a folder of images.
+bpp() {
+	$py - "$1" <<'PY'
+import os, sys
+from PIL import Image
+nb = npx = 0
+for root, _, files in os.walk(sys.argv[1]):
+    for f in files:
+        p = os.path.join(root, f)
+        nb += os.path.getsize(p)
+        with Image.open(p) as im:
+            npx += im.size[0] * im.size[1]
+print(f"{8 * nb / npx:.2f}")
+PY
+}
+echo "photos $(bpp "$work/photos")" >"$work/bpp.txt"
+echo "gendata $(bpp "$work/data")" >>"$work/bpp.txt"
+setname() { [[ $1 == "$work/photos" ]] && echo photos || echo gendata; }
+# epoch_bytes SET: the batch bytes of one epoch of SET at 224 px, /3.
+third_epoch() { echo $((images * (3 * 224 * 224 + 16) / 3)); }
 
 # wait_idle: until the producer has made everything it will make.
 wait_idle() {
@@ -48,37 +84,40 @@ sample_memory() {
 for run in $(seq "$runs"); do
 	echo "== run $run of $runs" 
 
-	# 1. One core each, same files, same transform.
-	ours=$(cd producer && TSOCK_BENCH_DIR="$work/data" "$work/producer.test" -test.run '^$' \
-		-test.bench 'BenchmarkSample/turbo' -test.benchtime "${images}x" -test.cpu 1 |
-		awk '/img\/s/ { for (i = 1; i <= NF; i++) if ($(i+1) == "img/s") print $i }')
-	theirs=$($py scripts/python/bench_torchvision.py percore "$work/data" 1)
-	record percore "$ours" "$theirs"
+	for set in "${sets[@]}"; do
+		name=$(setname "$set")
+		# 1. One core each, same files, same transform, the whole set.
+		ours=$(cd producer && TSOCK_BENCH_DIR="$set" "$work/producer.test" -test.run '^$' \
+			-test.bench 'BenchmarkSample/turbo' -test.benchtime "${images}x" -test.cpu 1 |
+			awk '/img\/s/ { for (i = 1; i <= NF; i++) if ($(i+1) == "img/s") print $i }')
+		theirs=$($py scripts/python/bench_torchvision.py percore "$set" 1)
+		record "percore-$name" "$ours" "$theirs"
 
-	# 2. Sharing: N consumers of one pipeline vs N separate loaders.
-	for n in 1 2 4; do
-		mount_bg --source "$work/data" --batch-size 256 --epochs 2 --buffer 2GiB
-		for i in $(seq "$n"); do mkdir "$mnt/consumers/c$i"; done
-		pids=()
-		for i in $(seq "$n"); do
-			$py scripts/python/read_batches.py "$mnt" "c$i" >"$work/c$i.json" &
-			pids+=($!)
+		# 2. Sharing: N consumers of one pipeline vs N separate loaders,
+		#    3 whole epochs each, from the start to the last read.
+		for n in 1 2 4 8; do
+			rm -f "$work"/c*.json "$work"/t*.json
+			mount_bg --source "$set" --batch-size 64 --epochs 3 --buffer "$(third_epoch)"
+			began=$(date +%s.%N)
+			for i in $(seq "$n"); do mkdir "$mnt/consumers/c$i"; done
+			pids=()
+			for i in $(seq "$n"); do
+				$py scripts/python/read_batches.py "$mnt" "c$i" >"$work/c$i.json" &
+				pids+=($!)
+			done
+			for p in "${pids[@]}"; do wait "$p"; done
+			unmount
+			shared=$($py -c "import json,sys; r=[json.load(open(f)) for f in sys.argv[2:]]; print(round(sum(x['images'] for x in r) / (max(x['ended_at'] for x in r) - float(sys.argv[1])), 1))" "$began" "$work"/c*.json)
+			workers=$((cores / n))
+			pids=()
+			for i in $(seq "$n"); do
+				$py scripts/python/bench_torchvision.py loader "$set" "$workers" 256 3 >"$work/t$i.json" &
+				pids+=($!)
+			done
+			for p in "${pids[@]}"; do wait "$p"; done
+			separate=$($py -c "import json,sys; r=[json.load(open(f)) for f in sys.argv[1:]]; print(round(sum(x['images'] for x in r) / (max(x['end'] for x in r) - min(x['start'] for x in r)), 1))" "$work"/t*.json)
+			record "sharing-$name" "$n" "$shared" "$separate"
 		done
-		for p in "${pids[@]}"; do wait "$p"; done
-		unmount
-		# Each process's second epoch, whole, as for the loaders; summed.
-		shared=$($py -c "import json,sys; print(sum(json.load(open(f))['last_epoch_images_per_s'] for f in sys.argv[1:]))" "$work"/c*.json)
-		rm -f "$work"/c*.json
-		workers=$((cores / n))
-		pids=()
-		for i in $(seq "$n"); do
-			$py scripts/python/bench_torchvision.py loader "$work/data" "$workers" 256 >"$work/t$i.txt" &
-			pids+=($!)
-		done
-		for p in "${pids[@]}"; do wait "$p"; done
-		separate=$(cat "$work"/t*.txt | $py -c "import sys; print(sum(float(x) for x in sys.stdin))")
-		rm -f "$work"/t*.txt
-		record sharing "$n" "$shared" "$separate"
 	done
 
 	# 3. Read GB/s: the mount (batches all produced, in memory) vs the same
@@ -203,22 +242,30 @@ for run in $(seq "$runs"); do
 	record ingest_memory 8 "$peak" "$buffer"
 done
 
-$py - "$results" "$images" "$runs" "$cores" >&3 <<'PY'
+$py - "$results" "$images" "$runs" "$cores" "$work/bpp.txt" >&3 <<'PY'
 import statistics, sys
-path, images, runs, cores = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+path, images, runs, cores, bppfile = sys.argv[1:6]
 rows = [line.split(maxsplit=5) for line in open(path)]
+bpp = dict(line.split() for line in open(bppfile))
 med = statistics.median
 def col(kind, i, key=None):
     return [float(r[i]) for r in rows if r[0] == kind and (key is None or r[1] == key)]
-print(f"## tsock benchmark: {images} JPEGs of 300-600 px, {cores} cores, medians of {runs} runs\n")
+def ratio(a, b):
+    # median (min-max); a spread that crosses 1.0 is no difference
+    r = [x / y for x, y in zip(a, b)]
+    text = f"{med(r):.2f}x ({min(r):.2f}-{max(r):.2f})"
+    return text + ": no difference" if min(r) <= 1.0 <= max(r) else text
+print(f"## tsock benchmark: {images} JPEGs per set, {cores} cores, medians of {runs} runs (min-max of each ratio)\n")
+print(f"Sets: real photographs (scripts/realphotos.sh, {bpp['photos']} bits per pixel) and `tsock gendata` images "
+      f"(300-600 px, {bpp['gendata']} bits per pixel).\n")
 print("| measure | tsock | baseline | ratio |")
 print("|---|---|---|---|")
-ours, theirs = col("percore", 1), col("percore", 2)
-ratios = [a / b for a, b in zip(ours, theirs)]
-print(f"| producer, images/s per core (read+decode+crop+resize+flip, uint8) | {med(ours):.0f} | torchvision {med(theirs):.0f} | {med(ratios):.2f}x |")
-for n in ("1", "2", "4"):
-    s, t = col("sharing", 2, n), col("sharing", 3, n)
-    print(f"| {n} consumer(s): images/s delivered, all together | {med(s):.0f} | {n} torchvision DataLoader(s) {med(t):.0f} | {med([a / b for a, b in zip(s, t)]):.2f}x |")
+for name, label in (("photos", "real photos"), ("gendata", "gendata")):
+    ours, theirs = col(f"percore-{name}", 1), col(f"percore-{name}", 2)
+    print(f"| {label}: producer, images/s per core (read+decode+crop+resize+flip, uint8) | {med(ours):.0f} | torchvision {med(theirs):.0f} | {ratio(ours, theirs)} |")
+    for n in ("1", "2", "4", "8"):
+        s, t = col(f"sharing-{name}", 2, n), col(f"sharing-{name}", 3, n)
+        print(f"| {label}: {n} consumer(s), images/s delivered all together, 3 whole epochs | {med(s):.0f} | {n} torchvision DataLoader(s) {med(t):.0f} | {ratio(s, t)} |")
 for label, a, b in (("1 reader", 1, 2), ("4 readers", 3, 4)):
     m, s = col("read", a), col("read", b)
     print(f"| read GB/s, {label} | {med(m):.2f} | /dev/shm {med(s):.2f} | {med([x / y for x, y in zip(m, s)]):.2f}x |")

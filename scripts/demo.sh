@@ -25,9 +25,11 @@ run_phase() { # run_phase N: a fresh mount, N consumers reading one epoch
 	mount_bg --source "$work/data" --batch-size 64 --epochs 1 --buffer 64MiB
 	local began
 	began=$(date +%s.%N)
+	# The trials join as they are launched, and read once Python is up.
+	for i in $(seq "$n"); do mkdir "$mnt/consumers/trial-$i"; done
 	local pids=()
 	for i in $(seq "$n"); do
-		/usr/bin/python3 scripts/python/read_batches.py "$mnt" "trial-$i" --join >"$work/reader-$i.json" &
+		/usr/bin/python3 scripts/python/read_batches.py "$mnt" "trial-$i" >"$work/reader-$i.json" &
 		pids+=($!)
 	done
 	for p in "${pids[@]}"; do wait "$p"; done

@@ -181,13 +181,15 @@ func TestVerifyFindsDamageOutsideTheRegion(t *testing.T) {
 	}
 }
 
-// TestCMYKAndYCCKDecodeAsPIL: 4-component JPEGs (CMYK as PIL writes it;
-// YCCK, 4:2:0, as Photoshop writes it; both Adobe-inverted) decode to
-// the very RGB bytes that PIL's convert("RGB") gives (the .rgb files,
-// written by PIL 9.4 on Debian), whole and by region.
-func TestCMYKAndYCCKDecodeAsPIL(t *testing.T) {
+// TestOddJPEGsDecodeAsPIL: JPEGs less common than 4:2:0 YCbCr decode
+// to the very RGB bytes that PIL's convert("RGB") gives (the .rgb files,
+// written by PIL 9.4 on Debian), whole and by region: 4-component CMYK
+// as PIL writes it and YCCK (4:2:0) as Photoshop does, both
+// Adobe-inverted; 4:4:0 (luma sampled twice vertically); 4:2:0 with a
+// restart marker after every MCU row.
+func TestOddJPEGsDecodeAsPIL(t *testing.T) {
 	d := newDecoder(t)
-	for _, name := range []string{"cmyk-pil", "ycck"} {
+	for _, name := range []string{"cmyk-pil", "ycck", "s440", "restart"} {
 		t.Run(name, func(t *testing.T) {
 			data, err := os.ReadFile("testdata/" + name + ".jpg")
 			if err != nil {

@@ -4,12 +4,13 @@
     bench_torchvision.py percore DIR [ROUNDS]
         one process, one thread: RandomResizedCrop(224) + flip +
         PILToTensor per image; prints images/s.
-    bench_torchvision.py loader DIR WORKERS BATCH
-        two torchvision DataLoader epochs, touching every byte; prints
-        the second epoch's images/s (a whole epoch, worker start included,
-        as a training sees it). Several run side by side for the sharing
-        comparison.
+    bench_torchvision.py loader DIR WORKERS BATCH [EPOCHS]
+        torchvision DataLoader epochs (default 2), touching every byte;
+        prints one JSON object: images, and the wall-clock start (before
+        the DataLoader is built) and end, for a whole-run rate over
+        several processes side by side (the sharing comparison).
 """
+import json
 import sys
 import time
 
@@ -36,20 +37,20 @@ def percore(folder, rounds=2):
     print(round(n / (time.perf_counter() - start), 1))
 
 
-def loader(folder, workers, batch):
+def loader(folder, workers, batch, epochs=2):
     torch.set_num_threads(1)
+    start, n = time.time(), 0
     ds = datasets.ImageFolder(folder, transform=TRAIN)
     dl = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers)
-    for epoch in range(2):  # the second epoch is the steady state
-        start, n = time.perf_counter(), 0
+    for _ in range(epochs):
         for images, labels in dl:
             int(images.max())  # touch every byte, as the tsock readers do
             n += len(labels)
-    print(round(n / (time.perf_counter() - start), 1))
+    print(json.dumps({"images": n, "start": start, "end": time.time()}))
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "percore":
         percore(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 2)
     else:
-        loader(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        loader(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) > 5 else 2)
