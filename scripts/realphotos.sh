@@ -21,9 +21,19 @@ cache=${TSOCK_CACHE:-/var/cache/tsock}/wallpapers
 mkdir -p "$cache"
 packages=(plasma-workspace-wallpapers mate-backgrounds ukui-wallpapers)
 got=0
+updated=0
+# fetch PACKAGE: its .deb into the cache. A machine whose packages came
+# preinstalled may have no package lists yet: fetch them once, then retry.
+fetch() {
+	(cd "$cache" && apt-get download "$1" >/dev/null 2>&1) && return
+	((updated == 0)) || return 1
+	updated=1
+	apt-get update -qq >/dev/null 2>&1 || true
+	(cd "$cache" && apt-get download "$1" >/dev/null 2>&1)
+}
 for p in "${packages[@]}"; do
 	if [[ ! -d "$cache/$p" ]]; then
-		if ! (cd "$cache" && apt-get download "$p" >/dev/null 2>&1); then
+		if ! fetch "$p"; then
 			echo "realphotos: could not download $p; going on without it" >&2
 			continue
 		fi
