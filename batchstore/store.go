@@ -212,8 +212,12 @@ func (s *Store) wait(ctx context.Context) error {
 const lingerPoll = 20 * time.Millisecond
 
 // fits says whether size more bytes fit the buffer, lingering memory
-// included; it reads Config.Lingering afresh. Callers hold s.mu.
+// included; it reads Config.Lingering afresh (syscalls) only where that
+// can change the answer. Callers hold s.mu.
 func (s *Store) fits(size int64) bool {
+	if s.used+s.reserved+size > s.cfg.Limit {
+		return false
+	}
 	if s.cfg.Lingering != nil {
 		s.lingering = max(s.cfg.Lingering(), 0)
 	}

@@ -181,13 +181,9 @@ func (f *ingestFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse
 }
 
 // Open of a batch being written by another open is refused: one writer.
-// Once that writer's close has returned (the kernel still holds the
-// name until the release comes), ESTALE makes the kernel look the name
-// up again: the lookup finds it free, and an O_CREAT open creates it.
+// (A finished writer's name never gets here: entries time out at once,
+// so every open looks the name up, and Lookup has freed it.)
 func (f *ingestFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	if f.w.Finished() {
-		return nil, 0, syscall.ESTALE
-	}
 	return nil, 0, syscall.EBUSY
 }
 
@@ -229,8 +225,8 @@ func (h *ingestHandle) Flush(ctx context.Context) syscall.Errno {
 }
 
 func (h *ingestHandle) Release(ctx context.Context) syscall.Errno {
-	h.dir.forget(h.name, h.node) // before the store frees the number
 	h.w.Release()
+	h.dir.forget(h.name, h.node) // unless a later create has the name
 	return 0
 }
 

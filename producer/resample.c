@@ -77,6 +77,21 @@ static void planar_rows(const uint8_t *rows, int n, int ny, uint8_t *out, long p
 	}
 }
 
+// filter makes one row of n outputs from k input rows stride bytes
+// apart, from p on, weighted by ws: both passes' work. Inlined into each
+// pass's clones, so that it is vectorised for each.
+static inline __attribute__((always_inline)) void filter(const uint8_t *p, long stride, const int32_t *ws, int k,
+	int n, int32_t *acc, uint8_t *out) {
+	int32_t w0 = ws[0];
+	for (int i = 0; i < n; i++) acc[i] = w0 * p[i];
+	for (int t = 1; t < k; t++) {
+		const uint8_t *q = p + (long)t * stride;
+		int32_t wt = ws[t];
+		for (int i = 0; i < n; i++) acc[i] += wt * q[i];
+	}
+	for (int i = 0; i < n; i++) out[i] = clamp8(acc[i]);
+}
+
 __attribute__((target_clones("avx2", "default")))
 void tsock_vertical_t(const uint8_t *src, long stride, long x0, int W, int S,
 	const int32_t *first, const int32_t *w, int k, int32_t *acc, uint8_t *rows, uint8_t *out) {
@@ -86,17 +101,7 @@ void tsock_vertical_t(const uint8_t *src, long stride, long x0, int W, int S,
 		int ny = S - y0 < 16 ? S - y0 : 16;
 		for (int j = 0; j < ny; j++) {
 			int y = y0 + j;
-			const int32_t *ws = w + (long)y * k;
-			const uint8_t *in = src + (long)first[y] * stride + x0;
-			int32_t w0 = ws[0];
-			for (int i = 0; i < n; i++) acc[i] = w0 * in[i];
-			for (int t = 1; t < k; t++) {
-				const uint8_t *p = in + (long)t * stride;
-				int32_t wt = ws[t];
-				for (int i = 0; i < n; i++) acc[i] += wt * p[i];
-			}
-			uint8_t *row = rows + (long)j * n;
-			for (int i = 0; i < n; i++) row[i] = clamp8(acc[i]);
+			filter(src + (long)first[y] * stride + x0, stride, w + (long)y * k, k, n, acc, rows + (long)j * n);
 		}
 		planar_rows(rows, n, ny, out, plane, S, y0);
 	}
@@ -118,17 +123,7 @@ void tsock_horizontal_t(const uint8_t *in, int W, int S, const int32_t *first,
 			int ox0 = flip ? S - x0 - nx : x0;
 			for (int j = 0; j < nx; j++) {
 				int x = x0 + j;
-				const int32_t *ws = w + (long)x * k;
-				const uint8_t *p = T + (long)first[x] * S;
-				int32_t w0 = ws[0];
-				for (int y = 0; y < S; y++) acc[y] = w0 * p[y];
-				for (int t = 1; t < k; t++) {
-					const uint8_t *q = p + (long)t * S;
-					int32_t wt = ws[t];
-					for (int y = 0; y < S; y++) acc[y] += wt * q[y];
-				}
-				uint8_t *tj = tile + (long)(flip ? nx - 1 - j : j) * S;
-				for (int y = 0; y < S; y++) tj[y] = clamp8(acc[y]);
+				filter(T + (long)first[x] * S, S, w + (long)x * k, k, S, acc, tile + (long)(flip ? nx - 1 - j : j) * S);
 			}
 			int y = 0;
 			if (nchw && nx == TILE) {
