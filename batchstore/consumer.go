@@ -117,8 +117,9 @@ type consumer struct {
 	batchesRead    uint64
 	bytesRead      int64
 	samplesRead    uint64
-	lastEpoch      int // its own epoch of the last batch consumed, -1 before any
-	waiting        int // lookups blocked right now
+	lastEpoch      int    // its own epoch of the last batch consumed, -1 before any
+	epochSamples   uint64 // samples it consumed of lastEpoch
+	waiting        int    // lookups blocked right now
 	waitTotal      time.Duration
 	waitSince      time.Time
 	caller         CallerID // the process (thread) that last looked up one of its batches

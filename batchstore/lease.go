@@ -136,6 +136,10 @@ func (s *Store) consume(c *consumer, j uint64) {
 	if pieces, _, err := s.pieces(cb); err == nil {
 		c.bytesRead += s.cfg.Measure(pieces)
 	}
+	if cb.epoch != c.lastEpoch {
+		c.epochSamples = 0
+	}
+	c.epochSamples += cb.end - cb.start
 	c.lastEpoch = cb.epoch
 	c.done[j] = struct{}{}
 	for {

@@ -40,19 +40,22 @@ type ConsumerSnapshot struct {
 	BatchSize   int    // its own batch size
 	Position    uint64 // its own number of the next batch to consume
 	Epoch       int    // its own epoch of the last batch consumed, -1 before any
-	Lag         uint64 // producer batches held that it has not read
-	LagBytes    int64
-	BatchesRead uint64
-	SamplesRead uint64
-	BytesRead   int64
-	OpenBatches int // batches it holds open right now
-	Waiting     bool
-	WaitTotal   time.Duration
-	Age         time.Duration
-	Done        bool     // consumed everything there will ever be
-	Evicted     string   // why it was evicted, "" if it was not
-	Deadlock    string   // why its waits fail with ErrDeadlock, "" while they may wait
-	Caller      CallerID // the thread that last looked up one of its batches, 0 before any
+	// EpochSamples: samples it consumed of Epoch (a progress, for people:
+	// consumption may run out of order).
+	EpochSamples uint64
+	Lag          uint64 // producer batches held that it has not read
+	LagBytes     int64
+	BatchesRead  uint64
+	SamplesRead  uint64
+	BytesRead    int64
+	OpenBatches  int // batches it holds open right now
+	Waiting      bool
+	WaitTotal    time.Duration
+	Age          time.Duration
+	Done         bool     // consumed everything there will ever be
+	Evicted      string   // why it was evicted, "" if it was not
+	Deadlock     string   // why its waits fail with ErrDeadlock, "" while they may wait
+	Caller       CallerID // the thread that last looked up one of its batches, 0 before any
 }
 
 // Snapshot returns the current state.
@@ -96,7 +99,7 @@ func (s *Store) ConsumerSnapshot(name string) (ConsumerSnapshot, error) {
 func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
 	cs := ConsumerSnapshot{
 		Name: c.name, JoinedEpoch: c.joinEpoch, JoinedPos: c.joinPos, Stitched: c.splitID != 0,
-		BatchSize: c.batchSize, Position: c.low, Epoch: c.lastEpoch,
+		BatchSize: c.batchSize, Position: c.low, Epoch: c.lastEpoch, EpochSamples: c.epochSamples,
 		BatchesRead: c.batchesRead, SamplesRead: c.samplesRead, BytesRead: c.bytesRead,
 		OpenBatches: len(c.handles), Waiting: c.waiting > 0, WaitTotal: c.waitTotal,
 		Age:      time.Since(c.joined),

@@ -471,3 +471,17 @@ func TestLongRunsKeepBoundedState(t *testing.T) {
 		}
 	}
 }
+
+func TestSnapshotSaysHowFarIntoItsEpochAConsumerIs(t *testing.T) {
+	s := New(Config{Limit: 1000})
+	mustJoin(t, s, "a")
+	for i := 0; i < 3; i++ {
+		publish(t, s, 10, 0, i)
+	}
+	for i := uint64(0); i < 2; i++ {
+		read(t, s, "a", i, 1)
+		if c := s.Snapshot().Consumers[0]; c.Epoch != 0 || c.EpochSamples != i+1 || c.SamplesRead != i+1 {
+			t.Fatalf("after %d batches of one sample: epoch %d, %d samples of it, %d read", i+1, c.Epoch, c.EpochSamples, c.SamplesRead)
+		}
+	}
+}

@@ -27,6 +27,8 @@ type Options struct {
 	State func() ([]byte, error)
 	// Metrics renders MOUNTPOINT/metrics (Prometheus text format).
 	Metrics func() ([]byte, error)
+	// StatusJSON renders MOUNTPOINT/status.json: status for programs.
+	StatusJSON func() ([]byte, error)
 	// Passthrough asks for FUSE passthrough; it is used only if the
 	// kernel accepts a probe registration after mounting.
 	Passthrough bool

@@ -50,7 +50,9 @@ func lookupChild(ctx context.Context, dir *fusefs.Inode, name string, out *fuse.
 }
 
 func (r *root) OnAdd(ctx context.Context) {
-	for name, render := range map[string]func() ([]byte, error){"status": r.fs.opts.Status, "state": r.fs.opts.State, "metrics": r.fs.opts.Metrics} {
+	for name, render := range map[string]func() ([]byte, error){
+		"status": r.fs.opts.Status, "state": r.fs.opts.State, "metrics": r.fs.opts.Metrics, "status.json": r.fs.opts.StatusJSON,
+	} {
 		if render != nil {
 			file := &textFile{render: render}
 			r.AddChild(name, r.NewPersistentInode(ctx, file, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)

@@ -30,6 +30,7 @@ static CUresult (*cuMemcpyDtoH)(void *, tsock_devptr, size_t);
 static CUresult (*cuMemGetInfo)(size_t *, size_t *);
 static CUresult (*cuIpcGetMemHandle)(CUipcMemHandle *, tsock_devptr);
 static CUresult (*cuGetErrorName)(CUresult, const char **);
+static CUresult (*cuDriverGetVersion)(int *);
 // Optional: host memory the DMA engine reads directly, and asynchronous
 // copies. A driver without them still works (tsock copies from pageable
 // memory); calls to them then return CUDA_ERROR_NOT_SUPPORTED.
@@ -70,6 +71,7 @@ int tsock_cuda_load(const char *lib, const char **missing) {
 	SYM(cuGetErrorName, "cuGetErrorName");
 #undef SYM
 #define OPT(var, name) *(void **)&var = dlsym(h, name);
+	OPT(cuDriverGetVersion, "cuDriverGetVersion");
 	OPT(cuMemHostAlloc, "cuMemHostAlloc");
 	OPT(cuMemFreeHost, "cuMemFreeHost");
 	OPT(cuMemHostRegister, "cuMemHostRegister_v2");
@@ -87,6 +89,7 @@ int tsock_cuda_load(const char *lib, const char **missing) {
 }
 
 int tsock_cuda_init(void) { return cuInit(0); }
+int tsock_cuda_driver_version(int *v) { return cuDriverGetVersion ? cuDriverGetVersion(v) : -1; }
 int tsock_cuda_device_count(int *n) { return cuDeviceGetCount(n); }
 
 int tsock_cuda_device(int ordinal, int *dev, unsigned char uuid[16], char *name, int name_len) {

@@ -31,22 +31,50 @@ type cuda struct {
 	ctx  unsafe.Pointer
 }
 
-// OpenCUDA loads lib (DefaultLibrary if empty), initialises the driver and
-// retains spec's device's primary context.
-func OpenCUDA(lib string, spec DeviceSpec) (Driver, error) {
+// DriverVersion loads lib (DefaultLibrary if empty) and says which CUDA
+// version its driver supports ("12.4"), touching no device.
+func DriverVersion(lib string) (string, error) {
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	if err := load(lib); err != nil {
+		return "", err
+	}
+	var v C.int
+	switch r := C.tsock_cuda_driver_version(&v); r {
+	case 0:
+		return fmt.Sprintf("%d.%d", v/1000, v%1000/10), nil
+	case -1:
+		return "", fmt.Errorf("%w: the library lacks cuDriverGetVersion", ErrNoDriver)
+	default:
+		return "", fmt.Errorf("%w: %w", ErrNoDriver, cudaError("cuDriverGetVersion", r))
+	}
+}
+
+// load opens lib (DefaultLibrary if empty) and resolves tsock's calls.
+// Callers hold loadMu.
+func load(lib string) error {
 	if lib == "" {
 		lib = DefaultLibrary
 	}
-	loadMu.Lock()
-	defer loadMu.Unlock()
 	clib := C.CString(lib)
 	defer C.free(unsafe.Pointer(clib))
 	var missing *C.char
 	switch C.tsock_cuda_load(clib, &missing) {
 	case 1:
-		return nil, fmt.Errorf("%w: %s not found (no NVIDIA driver installed?)", ErrNoDriver, lib)
+		return fmt.Errorf("%w: %s not found (no NVIDIA driver installed?)", ErrNoDriver, lib)
 	case 2:
-		return nil, fmt.Errorf("%w: %s lacks %s (driver too old?)", ErrNoDriver, lib, C.GoString(missing))
+		return fmt.Errorf("%w: %s lacks %s (driver too old?)", ErrNoDriver, lib, C.GoString(missing))
+	}
+	return nil
+}
+
+// OpenCUDA loads lib (DefaultLibrary if empty), initialises the driver and
+// retains spec's device's primary context.
+func OpenCUDA(lib string, spec DeviceSpec) (Driver, error) {
+	loadMu.Lock()
+	defer loadMu.Unlock()
+	if err := load(lib); err != nil {
+		return nil, err
 	}
 	if r := C.tsock_cuda_init(); r != 0 {
 		return nil, fmt.Errorf("%w: %w", ErrNoDriver, cudaError("cuInit", r))

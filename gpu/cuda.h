@@ -15,6 +15,9 @@ int tsock_cuda_load(const char *lib, const char **missing);
 // tsock_cuda_open run with the device's primary context made current for
 // the call, and only for it.
 int tsock_cuda_init(void);
+// tsock_cuda_driver_version: the CUDA version the driver supports (1000 *
+// major + 10 * minor); -1 where the library lacks the call. No cuInit needed.
+int tsock_cuda_driver_version(int *v);
 int tsock_cuda_device_count(int *n);
 int tsock_cuda_device(int ordinal, int *dev, unsigned char uuid[16], char *name, int name_len);
 int tsock_cuda_open(int dev, void **ctx);

@@ -110,6 +110,25 @@ func (g *gpuMode) status(b *strings.Builder, consumers []batchstore.ConsumerSnap
 	}
 }
 
+// doc is the GPU's part of status.json.
+func (g *gpuMode) doc() *gpuDoc {
+	info := g.driver.Info()
+	slabs := g.pool.Slabs()
+	return &gpuDoc{Name: info.Name, UUID: info.UUID, Slabs: len(slabs), SlabSize: slabs[0].Size, InUse: g.pool.InUse()}
+}
+
+// consumerMemory is what NVML reports cs's process holds on tsock's GPU,
+// -1 if it cannot tell.
+func (g *gpuMode) consumerMemory(cs batchstore.ConsumerSnapshot) int64 {
+	if ok, _ := g.monitor.Available(); !ok {
+		return -1
+	}
+	if mem, ok := g.monitor.ProcessMemory(g.driver.Info().UUID, processOf(int(cs.Caller))); ok {
+		return int64(mem)
+	}
+	return 0
+}
+
 // processOf is the process of thread tid (FUSE names threads; NVML processes).
 func processOf(tid int) int {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))

@@ -136,6 +136,18 @@ func TestGPUModeWithAFakeLibCUDA(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, status)
 		}
 	}
+	var doc statusDoc
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(d.dir, "status.json"))), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.GPU == nil || doc.GPU.Name != "Fake GPU 0" || doc.GPU.Slabs != len(lines) || doc.GPU.SlabSize != int64(slabSize) ||
+		len(doc.Consumers) != 1 || doc.Consumers[0].GPUMemory == nil || *doc.Consumers[0].GPUMemory != -1 {
+		t.Errorf("status.json in GPU mode: %+v (gpu %+v)", doc, doc.GPU)
+	}
+	view, _, _ := tsockRun(context.Background(), "status", d.dir)
+	if !strings.Contains(view, "GPU MEM") || !strings.Contains(view, "Fake GPU 0: ") {
+		t.Errorf("the view in GPU mode lacks the GPU:\n%s", view)
+	}
 	d.stop(t)
 }
 

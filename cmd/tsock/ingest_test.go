@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -342,6 +343,18 @@ func TestIngestOrderedLateJoinersGetExactEpochs(t *testing.T) {
 	st := readFile(t, filepath.Join(d.dir, "ingest", "status"))
 	if !strings.Contains(st, "skipped samples: 1") {
 		t.Errorf("ingest/status does not count the skipped sample:\n%s", st)
+	}
+	var doc statusDoc
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(d.dir, "status.json"))), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Mode != "ingest" || doc.Producer.Unit != "samples" || doc.Producer.EpochLen != n || doc.Skipped != 1 || len(doc.Consumers) != consumers {
+		t.Errorf("status.json of an ordered ingest mount: %+v", doc)
+	}
+	for _, c := range doc.Consumers {
+		if c.State != "done" || c.SamplesRead != epochs*(n-1) {
+			t.Errorf("status.json: consumer %+v, want done after %d samples", c, epochs*(n-1))
+		}
 	}
 	cancel()
 	d.stop(t)

@@ -2,7 +2,9 @@
 // its batches to every training on the machine as files.
 //
 //	tsock mount MOUNTPOINT --source DIR [flags]
+//	tsock status MOUNTPOINT [--watch] [--json]
 //	tsock gendata DIR [flags]
+//	tsock version
 package main
 
 import (
@@ -44,7 +46,9 @@ const mainUsage = `usage: tsock COMMAND [flags]
 
 commands:
   mount MOUNTPOINT --source DIR   serve preprocessed batches under MOUNTPOINT
+  status MOUNTPOINT [--watch]     show a mount: producer, buffer, consumers
   gendata DIR                     write a JPEG dataset in ImageFolder form
+  version                         tsock's version and what this machine offers it
 
 run "tsock COMMAND --help" for a command's flags.
 `
@@ -66,12 +70,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if args[0] == "--version" {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	var cmd command
 	switch args[0] {
 	case "mount":
 		cmd = &mountCommand{stdout: stdout}
 	case "gendata":
 		cmd = &gendataCommand{stdout: stdout}
+	case "status":
+		cmd = &statusCommand{stdout: stdout}
+	case "version":
+		cmd = &versionCommand{stdout: stdout}
 	default:
 		fmt.Fprintf(stderr, "tsock: unknown command %q\n\n%s", args[0], mainUsage)
 		return exitUsage

@@ -357,7 +357,7 @@ func (c *mountCommand) mount(in fs.Ingest) error {
 	defer probe.Free()
 	c.rate = newRateMeter(c.store)
 	opts := fs.Options{
-		Status: c.status, State: c.state, Metrics: c.metrics, Compose: compose, Passthrough: c.passthrough == "auto",
+		Status: c.status, State: c.state, Metrics: c.metrics, StatusJSON: c.statusJSON, Compose: compose, Passthrough: c.passthrough == "auto",
 		Backing: c.alloc.Describe(), ProbeFd: probe.Fd(), Debug: c.debug, Ingest: in, AllowOther: c.allowOther,
 	}
 	if c.gpu != nil {

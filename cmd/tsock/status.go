@@ -150,13 +150,19 @@ func (c *mountCommand) state() ([]byte, error) {
 }
 
 // rateMeter samples the store's sample count once a second, for a rate
-// over the last ten seconds.
+// over the last ten seconds and one for each second of the last minute.
 type rateMeter struct {
 	store   *batchstore.Store
 	mu      sync.Mutex
 	samples []rateSample
 	start   time.Time
 }
+
+// The rate meter's spans, in its one-second samples.
+const (
+	recentRate  = 10
+	rateHistory = 60
+)
 
 type rateSample struct {
 	at time.Time
@@ -185,7 +191,7 @@ func (m *rateMeter) sample() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.samples = append(m.samples, rateSample{time.Now(), n})
-	if len(m.samples) > 11 {
+	if len(m.samples) > rateHistory+1 {
 		m.samples = m.samples[1:]
 	}
 }
@@ -199,7 +205,7 @@ func (m *rateMeter) rates() (recent, overall float64) {
 		overall = float64(now) / el
 	}
 	if len(m.samples) > 0 {
-		first := m.samples[0]
+		first := m.samples[max(0, len(m.samples)-recentRate-1)]
 		if el := time.Since(first.at).Seconds(); el > 0 {
 			recent = float64(now-first.n) / el
 		}

@@ -25,6 +25,9 @@ static int env(const char *name, int def) {
 static int devices(void) { return env("FAKECUDA_DEVICES", 1); }
 
 CUresult cuInit(unsigned flags) { inited = 1; return flags ? INVALID_VALUE : OK; }
+#ifndef NO_VERSION
+CUresult cuDriverGetVersion(int *v) { *v = 12040; return OK; }
+#endif
 CUresult cuDeviceGetCount(int *n) {
 	if (!inited) return NOT_INITIALIZED;
 	*n = devices();

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"encoding/json"
+
+	"github.com/tsock/tsock/batchstore"
+)
+
+// statusVersion is the version of MOUNTPOINT/status.json's layout: a
+// program reading it checks it, and a change that would mislead an older
+// reader bumps it.
+const statusVersion = 1
+
+// statusDoc is MOUNTPOINT/status.json: what status says, for programs
+// (tsock status, python3 -m tsock status). Sizes are bytes, durations
+// seconds, rates per second; -1 is "unknown", 0 epochs "forever".
+type statusDoc struct {
+	Version int    `json:"version"`
+	Mode    string `json:"mode"` // "pipeline" (--source) or "ingest"
+	Source  string `json:"source"`
+	// State is MOUNTPOINT/state's word (producing, full, idle, stopped,
+	// failed); StateText says it for people.
+	State     string        `json:"state"`
+	StateText string        `json:"state_text"`
+	Uptime    float64       `json:"uptime_seconds"`
+	Producer  producerDoc   `json:"producer"`
+	Buffer    bufferDoc     `json:"buffer"`
+	DataPath  string        `json:"data_path"`
+	Skipped   int           `json:"skipped"`
+	Consumers []consumerDoc `json:"consumers"`
+	GPU       *gpuDoc       `json:"gpu,omitempty"`
+}
+
+type producerDoc struct {
+	Unit      string `json:"unit"` // what a sample is: "images" or "samples"
+	BatchSize int    `json:"batch_size"`
+	Epoch     int    `json:"epoch"`
+	Epochs    int    `json:"epochs"`
+	// EpochDone of EpochLen samples of Epoch are made; EpochLen 0: unknown
+	// (ingest without --samples).
+	EpochDone   int     `json:"epoch_done"`
+	EpochLen    int     `json:"epoch_len"`
+	Batches     uint64  `json:"batches"`
+	Samples     uint64  `json:"samples"`
+	Rate        float64 `json:"rate"` // the last 10 s
+	RateOverall float64 `json:"rate_overall"`
+	// RateHistory is the rate in each of the last (up to 60) seconds,
+	// oldest first.
+	RateHistory []float64 `json:"rate_history"`
+	Waited      float64   `json:"waited_seconds"`
+}
+
+type bufferDoc struct {
+	Limit    int64 `json:"limit"`
+	Used     int64 `json:"used"`
+	Reserved int64 `json:"reserved"`
+	// Mapped: released batches that readers still map (part of Used's
+	// budget); -1 where the backing cannot tell.
+	Mapped  int64 `json:"mapped_after_release"`
+	Batches int   `json:"batches"`
+}
+
+type consumerDoc struct {
+	Name  string `json:"name"`
+	State string `json:"state"` // consumers/NAME/state: reading, waiting, done, evicted
+	// Epoch is its own epoch of the last batch it consumed, -1 before any;
+	// it read EpochDone of that epoch's EpochLen samples (EpochLen 0:
+	// unknown; skipped samples leave an epoch short of it).
+	Epoch       int     `json:"epoch"`
+	Epochs      int     `json:"epochs"`
+	EpochDone   uint64  `json:"epoch_done"`
+	EpochLen    uint64  `json:"epoch_len"`
+	BatchSize   int     `json:"batch_size"`
+	Position    uint64  `json:"position"`
+	Lag         uint64  `json:"lag_batches"`
+	LagBytes    int64   `json:"lag_bytes"`
+	BatchesRead uint64  `json:"batches_read"`
+	SamplesRead uint64  `json:"samples_read"`
+	BytesRead   int64   `json:"bytes_read"`
+	Waited      float64 `json:"waited_seconds"`
+	// WaitShare is the part of its life it spent waiting for a batch: the
+	// wait the pipeline exposes to it.
+	WaitShare float64 `json:"wait_share"`
+	Age       float64 `json:"age_seconds"`
+	Evicted   string  `json:"evicted,omitempty"`
+	Deadlock  string  `json:"deadlock,omitempty"`
+	// GPUMemory: what NVML reports its process holds on tsock's GPU; -1
+	// unknown. Only in GPU mode.
+	GPUMemory *int64 `json:"gpu_memory,omitempty"`
+}
+
+type gpuDoc struct {
+	Name     string `json:"name"`
+	UUID     string `json:"uuid"`
+	Slabs    int    `json:"slabs"`
+	SlabSize int64  `json:"slab_size"`
+	InUse    int    `json:"slabs_in_use"`
+}
+
+// statusJSON renders MOUNTPOINT/status.json.
+func (c *mountCommand) statusJSON() ([]byte, error) {
+	snap := c.store.Snapshot()
+	recent, overall := c.rate.rates()
+	doc := statusDoc{
+		Version: statusVersion, Uptime: snap.Uptime.Seconds(), DataPath: c.mounted.DataPath(),
+		Producer: producerDoc{
+			BatchSize: c.cfg.BatchSize, Epochs: c.cfg.Epochs, Batches: snap.Published, Samples: snap.SamplesPublished,
+			Rate: recent, RateOverall: overall, RateHistory: c.rate.history(), Waited: snap.ProducerWait.Seconds(),
+		},
+		Buffer:    bufferDoc{Limit: snap.Limit, Used: snap.Used, Reserved: snap.Reserved, Mapped: snap.Lingering, Batches: snap.Held},
+		Consumers: []consumerDoc{},
+	}
+	p := &doc.Producer
+	if c.ingest != nil {
+		st := c.ingest.Snapshot()
+		doc.Mode, doc.Source, p.Unit = "ingest", c.ingestDescription(), "samples"
+		p.Epoch, p.EpochDone, p.EpochLen = st.Epoch, st.Position, c.ingestCfg.Samples
+		doc.Skipped = st.Skipped
+		doc.State, doc.StateText = producerState(snap, "")
+	} else {
+		ps := c.producer.Stats().Snapshot()
+		doc.Mode, doc.Source, p.Unit = "pipeline", c.cfg.Source.Describe(), "images"
+		p.Epoch, p.EpochDone, p.EpochLen = ps.Epoch, ps.EpochDone, ps.EpochLen
+		doc.Skipped = ps.Skipped
+		doc.State, doc.StateText = producerState(snap, ps.Failure)
+	}
+	for _, cs := range snap.Consumers {
+		doc.Consumers = append(doc.Consumers, c.consumerDoc(cs, uint64(p.EpochLen)))
+	}
+	if c.gpu != nil {
+		doc.GPU = c.gpu.doc()
+	}
+	return json.MarshalIndent(doc, "", "  ")
+}
+
+// consumerDoc is one consumer's part of status.json; epochLen is the
+// samples in an epoch, 0 if unknown.
+func (c *mountCommand) consumerDoc(cs batchstore.ConsumerSnapshot, epochLen uint64) consumerDoc {
+	d := consumerDoc{
+		Name: cs.Name, State: cs.State(), Epoch: cs.Epoch, Epochs: c.cfg.Epochs, EpochLen: epochLen,
+		BatchSize: cs.BatchSize, Position: cs.Position, Lag: cs.Lag, LagBytes: cs.LagBytes,
+		BatchesRead: cs.BatchesRead, SamplesRead: cs.SamplesRead, BytesRead: cs.BytesRead,
+		Waited: cs.WaitTotal.Seconds(), Age: cs.Age.Seconds(), Evicted: cs.Evicted, Deadlock: cs.Deadlock,
+	}
+	if cs.Age > 0 {
+		d.WaitShare = min(cs.WaitTotal.Seconds()/cs.Age.Seconds(), 1)
+	}
+	d.EpochDone = cs.EpochSamples
+	if cs.Done && epochLen > 0 {
+		d.EpochDone = epochLen // skipped samples leave its last epoch short
+	}
+	if c.gpu != nil {
+		mem := c.gpu.consumerMemory(cs)
+		d.GPUMemory = &mem
+	}
+	return d
+}
+
+// history is the rate in each second of the last minute, oldest first.
+func (m *rateMeter) history() []float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]float64, 0, len(m.samples))
+	for i := 1; i < len(m.samples); i++ {
+		a, b := m.samples[i-1], m.samples[i]
+		if el := b.at.Sub(a.at).Seconds(); el > 0 {
+			out = append(out, float64(b.n-a.n)/el)
+		}
+	}
+	return out
+}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+)
+
+// statusCommand is `tsock status MOUNTPOINT`: a terminal view of one
+// mount, drawn from MOUNTPOINT/status.json.
+type statusCommand struct {
+	stdout     io.Writer
+	flags      *pflag.FlagSet
+	mountpoint string
+	watch      bool
+	json       bool
+	interval   time.Duration
+	// terminal says whether stdout is a terminal: redraw in place there,
+	// plain text anywhere else.
+	terminal bool
+}
+
+func (c *statusCommand) Usage() string {
+	return flagUsage("usage: tsock status MOUNTPOINT [--watch] [--json]\n\nShows a tsock mount: the producer and its rate, the buffer, every consumer.", c.flags)
+}
+
+func (c *statusCommand) Parse(args []string) error {
+	c.flags = pflag.NewFlagSet("status", pflag.ContinueOnError)
+	c.flags.SetOutput(io.Discard)
+	c.flags.BoolVarP(&c.watch, "watch", "w", false, "redraw every --interval until Ctrl-C")
+	c.flags.BoolVar(&c.json, "json", false, "print one snapshot as JSON (MOUNTPOINT/status.json), for scripts")
+	c.flags.DurationVar(&c.interval, "interval", time.Second, "time between redraws with --watch")
+	if err := parseFlags(c.flags, args); err != nil {
+		return err
+	}
+	switch {
+	case c.flags.NArg() != 1:
+		return usagef("want one MOUNTPOINT, got %d arguments", c.flags.NArg())
+	case c.watch && c.json:
+		return usagef("--watch and --json: pick one")
+	case c.interval < 100*time.Millisecond || c.interval > time.Hour:
+		return usagef("--interval %s: want 100ms to 1h", c.interval)
+	}
+	c.mountpoint = c.flags.Arg(0)
+	if f, ok := c.stdout.(*os.File); ok {
+		c.terminal = term.IsTerminal(int(f.Fd()))
+	}
+	return nil
+}
+
+func (c *statusCommand) Run(ctx context.Context) error {
+	if c.json {
+		data, err := readStatus(c.mountpoint)
+		if err != nil {
+			return err
+		}
+		_, err = c.stdout.Write(append(data, '\n'))
+		return err
+	}
+	if !c.watch {
+		return c.draw()
+	}
+	tick := time.NewTicker(c.interval)
+	defer tick.Stop()
+	if c.terminal {
+		// The terminal's alternate screen, as top's: the shell's screen
+		// comes back as it was after Ctrl-C.
+		fmt.Fprint(c.stdout, "\x1b[?1049h\x1b[?25l")
+		defer fmt.Fprint(c.stdout, "\x1b[?25h\x1b[?1049l")
+	}
+	for first := true; ctx.Err() == nil; first = false {
+		if c.terminal {
+			// Home, draw over the last view line by line, clear what is left.
+			fmt.Fprint(c.stdout, "\x1b[H")
+		} else if !first {
+			fmt.Fprintln(c.stdout)
+		}
+		if err := c.draw(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// draw prints the view once.
+func (c *statusCommand) draw() error {
+	data, err := readStatus(c.mountpoint)
+	if err != nil {
+		return err
+	}
+	var doc statusDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("%s is not a tsock mount: status.json: %w", c.mountpoint, err)
+	}
+	view := renderStatus(doc, c.mountpoint, time.Now())
+	if c.terminal {
+		view = strings.ReplaceAll(view, "\n", "\x1b[K\n") + "\x1b[J"
+	}
+	_, err = io.WriteString(c.stdout, view)
+	return err
+}
+
+func (c *statusCommand) Close() error { return nil }
+
+// readStatus reads MOUNTPOINT/status.json, its errors said for people.
+func readStatus(mountpoint string) ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(mountpoint, "status.json"))
+	switch {
+	case err == nil:
+		var probe struct {
+			Version int `json:"version"`
+		}
+		if json.Unmarshal(data, &probe) != nil {
+			return nil, fmt.Errorf("%s is not a tsock mount: its status.json is not JSON", mountpoint)
+		}
+		if probe.Version != statusVersion {
+			return nil, fmt.Errorf("%s: status.json version %d, this tsock reads version %d: use the tsock that mounted it", mountpoint, probe.Version, statusVersion)
+		}
+		return data, nil
+	case errors.Is(err, syscall.ENOTCONN):
+		return nil, fmt.Errorf("%s: the tsock daemon is gone (transport endpoint is not connected); umount %s", mountpoint, mountpoint)
+	case errors.Is(err, fs.ErrPermission):
+		return nil, fmt.Errorf("%s: permission denied (a mount is its owner's; mount with --allow-other to show it to others)", mountpoint)
+	case errors.Is(err, fs.ErrNotExist):
+		if _, serr := os.Stat(mountpoint); serr != nil {
+			return nil, fmt.Errorf("%s: %w", mountpoint, unwrapPath(serr))
+		}
+		return nil, fmt.Errorf("%s is not a tsock mount (no status.json)", mountpoint)
+	}
+	return nil, fmt.Errorf("%s: %w", mountpoint, unwrapPath(err))
+}
+
+// unwrapPath drops the path an *fs.PathError repeats.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// The view fits this many columns.
+const viewWidth = 80
+
+// renderStatus draws doc for a terminal of viewWidth columns.
+func renderStatus(doc statusDoc, mountpoint string, now time.Time) string {
+	var b strings.Builder
+	line := func(label, format string, args ...any) {
+		fmt.Fprintln(&b, clip(fmt.Sprintf("%-10s", label)+fmt.Sprintf(format, args...), viewWidth))
+	}
+	p := doc.Producer
+	fmt.Fprintln(&b, clip(fmt.Sprintf("tsock %s: %s, up %s, %s", mountpoint, doc.State,
+		(time.Duration(doc.Uptime)*time.Second).Round(time.Second), now.Format("15:04:05")), viewWidth))
+	line("source", "%s", doc.Source)
+	line("state", "%s", doc.StateText)
+	// The producer's epochs go on as long as a consumer needs one (--epochs
+	// counts each consumer's), so they have no total.
+	if p.EpochLen > 0 {
+		line("epoch", "%-4d %s  %d/%d %s", p.Epoch+1, bar(float64(p.EpochDone)/float64(p.EpochLen), 20),
+			p.EpochDone, p.EpochLen, p.Unit)
+	} else {
+		line("epoch", "%d, %d %s of it", p.Epoch+1, p.EpochDone, p.Unit)
+	}
+	line("rate", "%.0f %s/s (last 10 s), %.0f overall", p.Rate, p.Unit, p.RateOverall)
+	if len(p.RateHistory) > 0 {
+		line("last min", "%s", sparkline(p.RateHistory))
+	}
+	buf := doc.Buffer
+	line("buffer", "%s %s of %s, %d batches", bar(float64(buf.Used+buf.Reserved)/float64(max(buf.Limit, 1)), 20),
+		humanize.IBytes(uint64(buf.Used+buf.Reserved)), humanize.IBytes(uint64(buf.Limit)), buf.Batches)
+	if buf.Mapped > 0 {
+		line("", "%s released but still mapped by readers", humanize.IBytes(uint64(buf.Mapped)))
+	}
+	line("data path", "%s", doc.DataPath)
+	line("skipped", "%d inputs", doc.Skipped)
+	if g := doc.GPU; g != nil {
+		line("gpu", "%s: %d of %d slabs of %s hold a batch", g.Name, g.InUse, g.Slabs, humanize.IBytes(uint64(g.SlabSize)))
+	}
+	fmt.Fprintln(&b)
+	if len(doc.Consumers) == 0 {
+		fmt.Fprintln(&b, "no consumer: mkdir "+clip(filepath.Join(mountpoint, "consumers", "NAME"), viewWidth-6)+" to join")
+		return b.String()
+	}
+	gpu := doc.GPU != nil
+	head := fmt.Sprintf("%-16s %-8s %-7s %-19s %5s %5s", "CONSUMER", "STATE", "EPOCH", "PROGRESS", "LAG", "WAIT")
+	if gpu {
+		head += fmt.Sprintf(" %9s", "GPU MEM")
+	}
+	fmt.Fprintln(&b, head)
+	for _, cs := range doc.Consumers {
+		fmt.Fprintln(&b, consumerRow(cs, gpu))
+	}
+	return b.String()
+}
+
+// consumerRow is one consumer's line of the view.
+func consumerRow(cs consumerDoc, gpu bool) string {
+	epoch, progress := ofEpochs(max(cs.Epoch, 0)+1, cs.Epochs), ""
+	if cs.EpochLen > 0 {
+		done := float64(cs.EpochDone) / float64(cs.EpochLen)
+		progress = fmt.Sprintf("%s %3.0f%%", bar(done, 14), 100*min(done, 1))
+	}
+	row := fmt.Sprintf("%-16s %-8s %-7s %-19s %5d %4.0f%%", clip(cs.Name, 16), cs.State, epoch, progress, cs.Lag, 100*cs.WaitShare)
+	if gpu {
+		mem := "?"
+		if cs.GPUMemory != nil && *cs.GPUMemory >= 0 {
+			mem = humanize.IBytes(uint64(*cs.GPUMemory))
+		}
+		row += fmt.Sprintf(" %9s", mem)
+	}
+	return row
+}
+
+// ofEpochs says epoch n (1-based) of epochs, 0 epochs being forever.
+func ofEpochs(n, epochs int) string {
+	if epochs <= 0 {
+		return fmt.Sprintf("%d/∞", n)
+	}
+	return fmt.Sprintf("%d/%d", n, epochs)
+}
+
+// bar draws fraction f of a width-cell bar.
+func bar(f float64, width int) string {
+	f = min(max(f, 0), 1)
+	full := int(f*float64(width) + 0.5)
+	return strings.Repeat("█", full) + strings.Repeat("░", width-full)
+}
+
+// sparkline draws values as block heights scaled to their maximum, and
+// says the maximum.
+func sparkline(values []float64) string {
+	const levels = "▁▂▃▄▅▆▇█"
+	top := 0.0
+	for _, v := range values {
+		top = max(top, v)
+	}
+	var b strings.Builder
+	for _, v := range values {
+		i := 0
+		if top > 0 {
+			i = min(int(v/top*7+0.5), 7)
+		}
+		b.WriteString(string([]rune(levels)[i]))
+	}
+	return fmt.Sprintf("%s %.0f/s peak", b.String(), top)
+}
+
+// clip cuts s to n columns (one per rune), marking the cut.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}

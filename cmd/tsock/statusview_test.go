@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/producertest"
+)
+
+// statusMount is a mount whose consumer trial-1 read both epochs and
+// whose consumer idle-trial joined after and reads nothing, so that the
+// producer waits for it.
+func statusMount(t *testing.T) (d *daemon, buffer int64) {
+	t.Helper()
+	src := producertest.Folder(t, 45, 4)
+	buffer = 3 * (producer.DataStart + 8*(16+3*32*32))
+	d = startDaemon(t, "--source", src, "--batch-size", "8", "--image-size", "32", "--epochs", "2",
+		"--buffer", fmt.Sprint(buffer), "--workers", "2")
+	cmd, _ := consume(t, d, "trial-1")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(d.dir, "consumers", "idle-trial"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the producer fills the buffer for idle-trial, then waits", func() bool {
+		return readFile(t, filepath.Join(d.dir, "state")) == "full\n"
+	})
+	return d, buffer
+}
+
+// tsockRun runs a tsock command line in-process and returns its stdout,
+// stderr and exit code.
+func tsockRun(ctx context.Context, args ...string) (stdout, stderr string, code int) {
+	var out, errOut bytes.Buffer
+	code = run(ctx, args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+func TestStatusShowsALiveMount(t *testing.T) {
+	d, buffer := statusMount(t)
+	out, errOut, code := tsockRun(context.Background(), "status", d.dir, "--json")
+	if code != exitOK {
+		t.Fatalf("status --json: exit %d: %s", code, errOut)
+	}
+	var doc statusDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("status --json is not its document: %v\n%s", err, out)
+	}
+	if doc.Version != statusVersion || doc.Mode != "pipeline" || doc.Producer.Unit != "images" || doc.Producer.EpochLen != 45 ||
+		doc.Buffer.Limit != buffer || doc.Producer.BatchSize != 8 || doc.Producer.Epochs != 2 {
+		t.Errorf("status.json head: %+v", doc)
+	}
+	if len(doc.Producer.RateHistory) > rateHistory {
+		t.Errorf("rate history of %d seconds, want at most %d", len(doc.Producer.RateHistory), rateHistory)
+	}
+	consumers := map[string]consumerDoc{}
+	for _, c := range doc.Consumers {
+		consumers[c.Name] = c
+	}
+	if c := consumers["trial-1"]; c.State != "done" || c.SamplesRead != 90 || c.EpochLen != 45 || c.Epoch != 1 || c.BatchesRead != 12 {
+		t.Errorf("trial-1 read both epochs: %+v", c)
+	}
+	if c := consumers["idle-trial"]; c.State != "reading" || c.SamplesRead != 0 || c.Lag == 0 {
+		t.Errorf("idle-trial joined and read nothing: %+v", c)
+	}
+	if doc.State != "full" {
+		t.Errorf("state %q, want full: the producer waits for idle-trial", doc.State)
+	}
+
+	view, errOut, code := tsockRun(context.Background(), "status", d.dir)
+	if code != exitOK {
+		t.Fatalf("status: exit %d: %s", code, errOut)
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSuffix(view, "\n"), "\n") {
+		if n := utf8.RuneCountInString(line); n > viewWidth {
+			t.Errorf("a line of %d columns: %q", n, line)
+		}
+		if f := strings.Fields(line); len(f) > 0 {
+			rows[f[0]] = f
+		}
+	}
+	if !strings.HasPrefix(view, "tsock "+d.dir+": full,") {
+		t.Errorf("the view does not open with the mount and its state:\n%s", view)
+	}
+	if r := rows["trial-1"]; len(r) < 6 || r[1] != "done" || r[2] != "2/2" || r[4] != "100%" {
+		t.Errorf("trial-1's row: %q\n%s", r, view)
+	}
+	if r := rows["idle-trial"]; len(r) < 6 || r[1] != "reading" || r[2] != "1/2" || r[4] != "0%" {
+		t.Errorf("idle-trial's row: %q\n%s", r, view)
+	}
+	if r := rows["buffer"]; len(r) < 3 || !strings.Contains(strings.Join(r, " "), humanize.IBytes(uint64(buffer))+" of "+humanize.IBytes(uint64(buffer))) {
+		t.Errorf("buffer row: %q\n%s", r, view)
+	}
+}
+
+// drawCounter cancels a watch after its views'th view.
+// (Only Write: io.WriteString must not go around it.)
+type drawCounter struct {
+	buf    bytes.Buffer
+	views  int
+	cancel context.CancelFunc
+}
+
+func (w *drawCounter) Write(p []byte) (int, error) {
+	n, err := w.buf.Write(p)
+	if strings.Count(w.buf.String(), "CONSUMER ") >= w.views {
+		w.cancel()
+	}
+	return n, err
+}
+
+func (w *drawCounter) String() string { return w.buf.String() }
+
+func TestStatusWatchRedraws(t *testing.T) {
+	d, _ := statusMount(t)
+	for _, terminal := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		out := &drawCounter{views: 3, cancel: cancel}
+		c := &statusCommand{stdout: out}
+		if err := c.Parse([]string{d.dir, "--watch", "--interval", "100ms"}); err != nil {
+			t.Fatal(err)
+		}
+		c.terminal = terminal
+		if err := c.Run(ctx); err != nil {
+			t.Fatalf("watch (terminal %v): %v", terminal, err)
+		}
+		cancel()
+		views := strings.Count(out.String(), "CONSUMER ")
+		homes := strings.Count(out.String(), "\x1b[H")
+		switch {
+		case views != 3:
+			t.Errorf("terminal %v: %d views, want 3 (then Ctrl-C):\n%s", terminal, views, out.String())
+		case terminal && (homes != 3 || !strings.HasSuffix(out.String(), "\x1b[J\x1b[?25h\x1b[?1049l")):
+			t.Errorf("on a terminal each view must draw over the last: %d homes in %q", homes, out.String())
+		case !terminal && strings.Contains(out.String(), "\x1b"):
+			t.Errorf("escape sequences written to a file: %q", out.String())
+		}
+	}
+}
+
+func TestStatusErrorsAreOneLine(t *testing.T) {
+	check := func(what string, stderr string, code int, want string) {
+		t.Helper()
+		if code != exitError || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("%s: exit %d, %q; want exit %d and one line with %q", what, code, stderr, exitError, want)
+		}
+	}
+	_, stderr, code := tsockRun(context.Background(), "status", t.TempDir())
+	check("a plain directory", stderr, code, "is not a tsock mount")
+	_, stderr, code = tsockRun(context.Background(), "status", "/no/such/dir")
+	check("no directory", stderr, code, "no such file or directory")
+
+	d := startDaemon(t, "--source", producertest.Folder(t, 8, 2), "--batch-size", "4", "--image-size", "32")
+	bin := tsockBinary(t)
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reachable(t, d.dir)
+	out, ok := asUser(t, nobody, "/", bin+" status "+d.dir)
+	check("another user", out, map[bool]int{true: exitOK, false: exitError}[ok], "permission denied")
+
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-d.done
+	d.done <- nil // for Cleanup, which also unmounts what SIGKILL left
+	_, stderr, code = tsockRun(context.Background(), "status", d.dir)
+	check("a daemon killed", stderr, code, "the tsock daemon is gone")
+}
+
+// TestStatusWatchInATerminal draws the view in a real 80-column terminal
+// (tmux) and reads the screen back: it must redraw in place, and no line
+// may wrap.
+func TestStatusWatchInATerminal(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("needs tmux (scripts/setup.sh installs it)")
+	}
+	d, _ := statusMount(t)
+	server := fmt.Sprintf("tsock-test-%d", os.Getpid())
+	tmux := func(args ...string) string {
+		out, err := exec.Command("tmux", append([]string{"-L", server}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %q: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	tmux("-f", "/dev/null", "new-session", "-d", "-x", "80", "-y", "30", tsockBinary(t)+" status --watch --interval 200ms "+d.dir)
+	t.Cleanup(func() { exec.Command("tmux", "-L", server, "kill-server").Run() })
+	var screens []string
+	deadline := time.Now().Add(30 * time.Second)
+	for len(screens) < 2 && time.Now().Before(deadline) {
+		screen := tmux("capture-pane", "-p", "-t", "0")
+		head, _, _ := strings.Cut(screen, "\n")
+		// A new screen once the clock in its first line moves on.
+		if strings.Contains(screen, "idle-trial") && (len(screens) == 0 || !strings.HasPrefix(screens[len(screens)-1], head)) {
+			screens = append(screens, screen)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the screen, not waiting out a race
+	}
+	if len(screens) < 2 {
+		t.Fatalf("the watch did not redraw in 30s; screens: %q", screens)
+	}
+	last := screens[len(screens)-1]
+	t.Logf("tmux, 80 columns:\n%s", last)
+	if n := strings.Count(last, "CONSUMER "); n != 1 {
+		t.Errorf("%d views on the screen, want 1 redrawn in place:\n%s", n, last)
+	}
+	lines := strings.Split(last, "\n")
+	if !strings.HasPrefix(lines[0], "tsock "+d.dir) {
+		t.Errorf("the screen does not start with the view's first line:\n%s", last)
+	}
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) > 0 && (f[0] == "trial-1" || f[0] == "idle-trial") && len(f) < 6 {
+			t.Errorf("a consumer row is cut or wrapped: %q", l)
+		}
+	}
+}
