@@ -38,7 +38,6 @@ source scripts/lib.sh
 images=${1:-2000}
 runs=${2:-3}
 cores=$(nproc)
-py=/usr/bin/python3
 results="$work/results.txt"
 trap 'cleanup; rm -rf /dev/shm/tsock-bench' EXIT
 

@@ -29,12 +29,12 @@ run_phase() { # run_phase N: a fresh mount, N consumers reading one epoch
 	for i in $(seq "$n"); do mkdir "$mnt/consumers/trial-$i"; done
 	local pids=()
 	for i in $(seq "$n"); do
-		/usr/bin/python3 scripts/python/read_batches.py "$mnt" "trial-$i" >"$work/reader-$i.json" &
+		"$py" scripts/python/read_batches.py "$mnt" "trial-$i" >"$work/reader-$i.json" &
 		pids+=($!)
 	done
 	for p in "${pids[@]}"; do wait "$p"; done
 	echo "-- $n consumer(s), one epoch each:"
-	/usr/bin/python3 - "$work" "$n" "$began" "$mnt/metrics" <<'PY'
+	"$py" - "$work" "$n" "$began" "$mnt/metrics" <<'PY'
 import json, sys
 work, n, began, metrics = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 rows = [json.load(open(f"{work}/reader-{i}.json")) for i in range(1, n + 1)]
@@ -47,8 +47,8 @@ made = next(float(l.split()[1]) for l in open(metrics) if l.startswith("tsock_sa
 print(f"   all consumers together: {images} images in {span:.2f} s from the mount's start = "
       f"{images / span:.0f} images/s delivered; the producer made {made:.0f} images, {made / span:.0f}/s")
 PY
-	echo "-- status:"
-	sed 's/^/   /' "$mnt/status"
+	echo "-- tsock status $mnt:"
+	"$tsock" status "$mnt" | sed 's/^/   /'
 	unmount
 }
 

@@ -26,6 +26,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 exec 3>&1 1>&2 # the table alone on standard output; progress on standard error
 source scripts/lib.sh
+# The client from the checkout: the Python with CuPy is not setup.sh's venv.
+export PYTHONPATH="$PWD/scripts/python${PYTHONPATH:+:$PYTHONPATH}"
 images=${1:-4000}
 runs=${2:-3}
 cores=$(nproc)

@@ -21,6 +21,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+# The client from the checkout: the Python with CuPy is not setup.sh's venv.
+export PYTHONPATH="$PWD/scripts/python${PYTHONPATH:+:$PYTHONPATH}"
 device=${1:-cuda:0}
 if [[ -n "${TSOCK:-}" ]]; then
 	tsock=$TSOCK

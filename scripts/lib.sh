@@ -4,6 +4,9 @@
 export PATH="$PATH:/usr/local/go/bin"
 # go-nvml's cgo code calls deprecated NVML functions: silence gcc about it.
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
+# The interpreter of scripts/setup.sh's venv: Debian's numpy and torch,
+# and the tsock client installed.
+py=${TSOCK_VENV:-/var/cache/tsock/venv}/bin/python
 work=$(mktemp -d "/tmp/tsock-$(basename "$0" .sh).XXXXXX")
 mnt="$work/mnt"
 tsock="$work/tsock"
@@ -19,7 +22,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-build_tsock() { go build -o "$tsock" ./cmd/tsock; }
+build_tsock() {
+	go build -ldflags "-X main.version=$(git describe --tags --always --dirty 2>/dev/null || echo unknown)" -o "$tsock" ./cmd/tsock
+}
 
 # shmem: the machine's shared memory (tmpfs and memfd pages) in bytes:
 # batch memory as the kernel counts it.

@@ -4,7 +4,9 @@
 set -euo pipefail
 
 # libjpeg62-turbo-dev: jpeglib.h, for the region decoder (libjpeg.so.62 at run time).
-packages=(fuse3 python3-numpy libjpeg62-turbo libjpeg62-turbo-dev)
+# python3-venv, -pip, -setuptools, -wheel: the Python client's venv (below).
+# tmux: the test that looks at `tsock status --watch` in a real terminal.
+packages=(fuse3 python3-numpy libjpeg62-turbo libjpeg62-turbo-dev python3-venv python3-pip python3-setuptools python3-wheel tmux)
 if [[ "${TSOCK_SETUP_TORCH:-0}" == 1 ]]; then
 	packages+=(python3-torch python3-torchvision python3-pil)
 fi
@@ -31,3 +33,18 @@ fi
 if [[ ! -e /dev/fuse ]]; then
 	modprobe fuse 2>/dev/null || echo "setup: WARNING: no /dev/fuse: mounting will fail" >&2
 fi
+
+# The Python client, installed as the README says, into a venv that sees
+# Debian's numpy and torch (the system interpreter is externally managed):
+# the scripts and examples run with its interpreter (scripts/lib.sh: $py).
+# Offline: numpy and setuptools come from the system.
+venv=${TSOCK_VENV:-/var/cache/tsock/venv}
+if [[ ! -x "$venv/bin/python" ]]; then
+	mkdir -p "$(dirname "$venv")"
+	/usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+# From a copy: a build in place leaves build/ and *.egg-info in the checkout.
+src=$(mktemp -d)
+cp -r "$(dirname "$0")/python/pyproject.toml" "$(dirname "$0")/python/tsock" "$src"
+"$venv/bin/pip" install --quiet --no-index --no-build-isolation "$src" >/dev/null
+rm -rf "$src"

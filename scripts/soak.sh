@@ -15,7 +15,6 @@ scripts/setup.sh
 source scripts/lib.sh
 seconds=${1:-300}
 workers=${2:-8}
-py=/usr/bin/python3
 build_tsock
 shmem0=$(shmem)
 mount_bg --source synthetic:2000 --image-size 64 --batch-size 32 --epochs 0 --buffer 64MiB --consumer-timeout 2s
@@ -24,7 +23,6 @@ until=$(($(date +%s) + seconds))
 churn() { # churn SEED: consumers one after another until the deadline
 	$py - "$mnt" "$1" "$until" <<'PY'
 import os, random, sys, time
-sys.path.insert(0, os.path.join(os.getcwd(), "scripts", "python"))
 import tsock
 mnt, seed, until = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = random.Random(seed)

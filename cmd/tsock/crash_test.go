@@ -159,13 +159,9 @@ func TestShutdownIsNeverTheEndOfData(t *testing.T) {
 		}
 		blocked <- err
 	}()
-	client, err := filepath.Abs("../../scripts/python")
-	if err != nil {
-		t.Fatal(err)
-	}
-	py := exec.Command(python, "-c", `
-import sys; sys.path.insert(0, sys.argv[1]); import tsock
-c = tsock.Consumer(sys.argv[2], name="py")
+	py := exec.Command(installedPython(t), "-c", `
+import sys, tsock
+c = tsock.Consumer(sys.argv[1], name="py")
 n = 0
 try:
     for b in c:
@@ -173,7 +169,7 @@ try:
         b = None
 except tsock.TsockError as e:
     print("raised:", e); sys.exit(0)
-print("the stream ended after", n, "batches"); sys.exit(1)`, client, d.dir)
+print("the stream ended after", n, "batches"); sys.exit(1)`, d.dir)
 	out := &strings.Builder{}
 	py.Stdout, py.Stderr = out, out
 	if err := py.Start(); err != nil {
@@ -231,12 +227,8 @@ func TestFileNamesCannotForgeStatus(t *testing.T) {
 	if !strings.Contains(st, "skipped inputs: 2") || !strings.Contains(st, `x\nstate: failed: forged.jpg`) || !strings.Contains(st, `\xff\xfe-latin1.jpg`) {
 		t.Errorf("status does not name both skipped files, escaped:\n%s", st)
 	}
-	client, err := filepath.Abs("../../scripts/python")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(python, "-c", `import sys; sys.path.insert(0, sys.argv[1]); import tsock
-st = tsock._read_status(sys.argv[2] + "/status", "m"); print(st["state"])`, client, d.dir).CombinedOutput()
+	out, err := exec.Command(installedPython(t), "-c", `import sys, tsock
+print(tsock.status.read(sys.argv[1])["state"])`, d.dir).CombinedOutput()
 	if err != nil || strings.HasPrefix(string(out), "failed") {
 		t.Errorf("the Python client read state %q (%v)", out, err)
 	}

@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 	if file := os.Getenv("TSOCK_TEST_VICTIM"); file != "" {
 		os.Exit(victimProcess(file))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if venvDir != "" {
+		os.RemoveAll(venvDir)
+	}
+	os.Exit(code)
 }
 
 func victimProcess(file string) int {
@@ -71,31 +75,40 @@ func consumerProcess(dir, out string) int {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// builtOnce is something a test run builds once (the binary, a venv),
+// for every test that needs it.
+type builtOnce struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// get builds with build the first time, and returns what it built.
+func (b *builtOnce) get(t *testing.T, build func() (string, error)) string {
+	t.Helper()
+	b.once.Do(func() { b.path, b.err = build() })
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+var tsockBuild builtOnce
 
 // tsockBinary builds cmd/tsock once per test run.
 func tsockBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	return tsockBuild.get(t, func() (string, error) {
 		dir, err := os.MkdirTemp("", "tsock-bin-")
 		if err != nil {
-			buildErr = err
-			return
+			return "", err
 		}
-		binPath = filepath.Join(dir, "tsock")
-		out, err := exec.Command("go", "build", "-race", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		bin := filepath.Join(dir, "tsock")
+		if out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build: %v\n%s", err, out)
 		}
+		return bin, nil
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
 }
 
 // daemon is a running "tsock mount".

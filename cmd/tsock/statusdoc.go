@@ -77,6 +77,7 @@ type consumerDoc struct {
 	BatchesRead uint64  `json:"batches_read"`
 	SamplesRead uint64  `json:"samples_read"`
 	BytesRead   int64   `json:"bytes_read"`
+	OpenBatches int     `json:"open_batches"`
 	Waited      float64 `json:"waited_seconds"`
 	// WaitShare is the part of its life it spent waiting for a batch: the
 	// wait the pipeline exposes to it.
@@ -139,7 +140,7 @@ func (c *mountCommand) consumerDoc(cs batchstore.ConsumerSnapshot, epochLen uint
 	d := consumerDoc{
 		Name: cs.Name, State: cs.State(), Epoch: cs.Epoch, Epochs: c.cfg.Epochs, EpochLen: epochLen,
 		BatchSize: cs.BatchSize, Position: cs.Position, Lag: cs.Lag, LagBytes: cs.LagBytes,
-		BatchesRead: cs.BatchesRead, SamplesRead: cs.SamplesRead, BytesRead: cs.BytesRead,
+		BatchesRead: cs.BatchesRead, SamplesRead: cs.SamplesRead, BytesRead: cs.BytesRead, OpenBatches: cs.OpenBatches,
 		Waited: cs.WaitTotal.Seconds(), Age: cs.Age.Seconds(), Evicted: cs.Evicted, Deadlock: cs.Deadlock,
 	}
 	if cs.Age > 0 {

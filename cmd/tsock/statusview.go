@@ -189,7 +189,8 @@ func renderStatus(doc statusDoc, mountpoint string, now time.Time) string {
 	if buf.Mapped > 0 {
 		line("", "%s released but still mapped by readers", humanize.IBytes(uint64(buf.Mapped)))
 	}
-	line("data path", "%s", doc.DataPath)
+	path, _, _ := strings.Cut(doc.DataPath, " (") // the why is status's to say
+	line("data path", "%s", path)
 	line("skipped", "%d inputs", doc.Skipped)
 	if g := doc.GPU; g != nil {
 		line("gpu", "%s: %d of %d slabs of %s hold a batch", g.Name, g.InUse, g.Slabs, humanize.IBytes(uint64(g.SlabSize)))

@@ -229,3 +229,56 @@ func TestStatusWatchInATerminal(t *testing.T) {
 		}
 	}
 }
+
+// TestPythonDrawsWhatGoDraws: python3 -m tsock status draws the very view
+// tsock status draws, from the same status.json, branch for branch.
+func TestPythonDrawsWhatGoDraws(t *testing.T) {
+	mem, unknown := int64(3<<30), int64(-1)
+	docs := map[string]statusDoc{
+		"pipeline on a GPU": {
+			Version: statusVersion, Mode: "pipeline", Source: "/data/imagenet/train", State: "full", StateText: "buffer full, waiting for consumers to read",
+			Uptime: 3725.9, DataPath: "passthrough from tmpfs huge=advise (reads and mmaps never enter the daemon)", Skipped: 3,
+			Producer: producerDoc{Unit: "images", BatchSize: 256, Epoch: 2, Epochs: 3, EpochDone: 652000, EpochLen: 1281167, Batches: 9000,
+				Samples: 2304000, Rate: 1180.4, RateOverall: 1149.5, RateHistory: []float64{0, 500, 1180, 1250.5, 990, 1100}},
+			Buffer: bufferDoc{Limit: 4 << 30, Used: 3<<30 + 123456789, Reserved: 40 << 20, Mapped: 9999, Batches: 14},
+			GPU:    &gpuDoc{Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-1", Slabs: 8, SlabSize: 512 << 20, InUse: 3},
+			Consumers: []consumerDoc{
+				{Name: "trial-1", State: "reading", Epoch: 1, Epochs: 3, EpochDone: 640000, EpochLen: 1281167, Lag: 3, WaitShare: 0.123, GPUMemory: &mem},
+				{Name: "a-consumer-with-a-very-long-name", State: "waiting", Epoch: -1, Epochs: 3, EpochLen: 1281167, Lag: 14, WaitShare: 1, GPUMemory: &unknown},
+				{Name: "old", State: "evicted", Epoch: 0, Epochs: 3, EpochDone: 9, EpochLen: 1281167, Evicted: "stalled"},
+			},
+		},
+		"ingest, unordered, no consumer": {
+			Version: statusVersion, Mode: "ingest", Source: "ingest, unordered", State: "producing", StateText: "producing",
+			Uptime: 12, DataPath: "daemon", Producer: producerDoc{Unit: "samples", Epoch: 0, EpochDone: 77},
+			Buffer: bufferDoc{Limit: 1000, Used: 5, Mapped: -1}, Consumers: []consumerDoc{},
+		},
+		"ingest, one consumer forever": {
+			Version: statusVersion, Mode: "ingest", Source: "ingest", State: "idle", StateText: "idle", Uptime: 0.5,
+			Producer:  producerDoc{Unit: "samples", Epoch: 7, EpochLen: 50, EpochDone: 50},
+			Buffer:    bufferDoc{Limit: 1 << 20, Mapped: -1},
+			Consumers: []consumerDoc{{Name: "c", State: "done", Epoch: 6, Epochs: 0, EpochDone: 50, EpochLen: 50, WaitShare: 0.5}},
+		},
+	}
+	py := installedPython(t)
+	now := time.Date(2026, 11, 23, 5, 19, 21, 0, time.Local)
+	for name, doc := range docs {
+		data, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "status.json")
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(py, "-c", `import json, sys, tsock.status
+sys.stdout.write(tsock.status.render(json.load(open(sys.argv[1])), sys.argv[2], float(sys.argv[3])))`,
+			file, "/mnt/tsock", fmt.Sprint(now.Unix())).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: python: %v\n%s", name, err, out)
+		}
+		if want := renderStatus(doc, "/mnt/tsock", now); string(out) != want {
+			t.Errorf("%s: python draws\n%s\ngo draws\n%s", name, out, want)
+		}
+	}
+}

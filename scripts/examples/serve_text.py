@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Token batches of variable length, shared without padding; each consumer
 reads them in its own batch size.
 
@@ -24,7 +24,6 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import tsock  # noqa: E402
 
 import demo_mount  # noqa: E402  (next to this file)

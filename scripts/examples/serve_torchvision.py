@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Your own torchvision pipeline, run once and shared by every trial.
 
 The pipeline is one tsock does not build in: ImageFolder with
@@ -29,8 +29,6 @@ import time
 import torch
 from torch import nn
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import tsock  # noqa: E402
 
 import demo_mount  # noqa: E402  (next to this file)

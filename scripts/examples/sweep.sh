@@ -15,7 +15,6 @@ images=${1:-2000}
 epochs=${2:-1}
 size=96
 lrs=(0.1 0.05 0.02 0.01)
-py=/usr/bin/python3
 workers=$(($(nproc) / ${#lrs[@]}))
 
 echo "== building tsock, writing $images JPEGs (300-600 px, 10 classes)"

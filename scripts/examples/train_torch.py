@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Trains an image classifier from a tsock mount or, for comparison, from
 an image folder through its own torchvision DataLoader; on the CPU (a
 small CNN) or on a GPU (ResNet-18, bf16 autocast, channels-last).
@@ -22,7 +22,6 @@ import time
 import torch
 from torch import nn
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import tsock  # noqa: E402
 import demo_mount  # noqa: E402  (next to this file)
 

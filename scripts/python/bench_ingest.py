@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Ingest benchmarks for scripts/bench.sh: one producer's write speed.
 
     bench_ingest.py write MOUNT SHMDIR BATCHES
@@ -17,7 +17,6 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tsock  # noqa: E402
 
 IMAGES = np.random.default_rng(0).integers(0, 256, (256, 3, 224, 224), np.uint8)

@@ -20,7 +20,6 @@ import sys
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tsock  # noqa: E402
 
 

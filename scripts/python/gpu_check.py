@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The consumer sides of scripts/gpu-check.sh, on a real GPU (CuPy, and
 PyTorch for the release check).
 
@@ -19,7 +19,6 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tsock  # noqa: E402
 
 

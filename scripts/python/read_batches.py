@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Reads one tsock consumer's batches in order and reports its speed.
 
     read_batches.py MOUNT NAME [--join]
 
-Needs only the standard library and numpy (through tsock.py). Each batch
+Needs only the standard library and numpy (through the tsock package). Each batch
 is mapped (zero copy), every image byte is touched, and the file stays
 open until the batch is dropped. Prints one JSON line: batches, images, bytes, wall
 seconds, seconds blocked waiting for the producer, and the rates (over everything,
@@ -15,7 +15,6 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tsock  # noqa: E402
 
 

@@ -14,8 +14,16 @@
         for images, labels in loader:                     # one epoch per loop
             ...
 
-Import it by path (sys.path.insert(0, ".../scripts/python")) or with the
-folder on PYTHONPATH; nothing to install.
+Install it from a tsock checkout (it needs only numpy; torch and CuPy
+when their functions are called):
+
+    pip install scripts/python
+    # Debian, whose interpreter is externally managed: a venv that sees
+    # the system's numpy and torch
+    python3 -m venv --system-site-packages ~/.venvs/tsock
+    ~/.venvs/tsock/bin/pip install scripts/python
+
+    python3 -m tsock status /mnt/tsock        # the view `tsock status` draws
 
 A batch is a dict {"images", "labels", "indices"} of numpy arrays that view
 the batch file's memory mapping: read-only (Consumer(writable=True) maps
@@ -24,6 +32,8 @@ shared buffer for as long as any of its arrays lives; drop them and it is
 consumed. Keeping every batch of an epoch alive holds the buffer full and
 stalls every consumer.
 """
+from __future__ import annotations
+
 import errno
 import json
 import mmap
@@ -31,11 +41,17 @@ import os
 import secrets
 import struct
 import weakref
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from tsock import status
+
 __all__ = ["Batch", "Consumer", "MountClosed", "Producer", "Ragged", "TsockError", "cuda_batches", "load_batch", "serve",
-           "serve_iterable", "torch_loader"]
+           "serve_iterable", "status", "torch_loader"]
+
+#: A mountpoint or a file in it.
+Path = Union[str, "os.PathLike[str]"]
 
 # safetensors dtypes as numpy reads them. numpy has no bfloat16: BF16
 # arrives as its uint16 bits (torch_loader makes torch.bfloat16 of them).
@@ -68,7 +84,7 @@ class Batch(dict):
     (a dict, or a tuple), without tsock's own "indices" if it added them.
     """
 
-    def __init__(self, tensors, meta, path, size=0):
+    def __init__(self, tensors: Dict[str, Any], meta: Dict[str, str], path: str, size: int = 0) -> None:
         super().__init__(_join_ragged(tensors))
         self.meta = meta
         self.path = path
@@ -78,7 +94,8 @@ class Batch(dict):
         self.dtypes = meta.pop("_dtypes", {})
 
     @property
-    def value(self):
+    def value(self) -> Union["Batch", Dict[str, Any], Tuple[Any, ...]]:
+        """The batch in the structure its producer published."""
         shape = self.meta.get(STRUCTURE)
         if shape is None:
             return self
@@ -92,13 +109,13 @@ class Ragged:
     """A tensor whose samples vary in length: sample i is
     values[offsets[i]:offsets[i+1]] (zero copy)."""
 
-    def __init__(self, values, offsets):
+    def __init__(self, values: np.ndarray, offsets: np.ndarray) -> None:
         self.values, self.offsets = values, offsets
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> np.ndarray:
         return self.values[self.offsets[i] : self.offsets[i + 1]]
 
     def __iter__(self):
@@ -118,7 +135,7 @@ def _join_ragged(tensors):
     return out
 
 
-def load_batch(path, writable=False):
+def load_batch(path: Path, writable: bool = False) -> Batch:
     """Maps one batch file and returns it as a Batch, zero copy.
 
     The arrays are read-only views of the shared mapping; writable=True
@@ -216,7 +233,8 @@ class Consumer:
     at the end of a with block, when collected, or at interpreter exit.
     """
 
-    def __init__(self, mount, name=None, batch_size=None, writable=False):
+    def __init__(self, mount: Path, name: Optional[str] = None, batch_size: Optional[int] = None,
+                 writable: bool = False) -> None:
         self.mount = os.fspath(mount)
         consumers = os.path.join(self.mount, "consumers")
         if not os.path.isfile(os.path.join(self.mount, "status")) or not os.path.isdir(consumers):
@@ -257,14 +275,22 @@ class Consumer:
     def __exit__(self, *exc):
         self.close()
 
-    def close(self):
+    def close(self) -> None:
         """Leaves the mount; batches still alive stay readable."""
         self._pending = None
         self._finalizer()
 
-    def status(self):
-        """This consumer's status file as a dict of its lines."""
-        return _read_status(os.path.join(self.dir, "status"), f"consumer {self.name}")
+    def status(self) -> Dict[str, Any]:
+        """This consumer's entry of MOUNTPOINT/status.json: state, epoch,
+        epoch_done of epoch_len, lag_batches, open_batches, wait_share, …"""
+        try:
+            doc = status.read(self.mount)
+        except status.StatusError as e:
+            raise TsockError(str(e)) from None
+        for c in doc["consumers"]:
+            if c["name"] == self.name:
+                return c
+        raise TsockError(f"consumer {self.name} is gone from {self.mount}")
 
     def _check_end(self):
         """Called on ENOENT for the next batch: that is the consumer's end,
@@ -275,7 +301,10 @@ class Consumer:
 
     def _raise_if_failed(self):
         if _state(os.path.join(self.mount, "state")) == "failed":
-            why = _read_status(os.path.join(self.mount, "status"), self.mount).get("state", "failed")
+            try:
+                why = status.read(self.mount)["state_text"]
+            except status.StatusError:
+                why = "failed"
             raise TsockError(f"{self.mount}: the producer {why}") from None
 
     def _take(self):
@@ -294,11 +323,11 @@ class Consumer:
         except OSError as e:
             if e.errno == errno.EIO:
                 if _state(os.path.join(self.dir, "state")) == "evicted":
-                    why = self.status().get("state", "evicted")
-                    raise TsockError(f"consumer {self.name} was {why}") from None
+                    why = self.status().get("evicted", "")
+                    raise TsockError(f"consumer {self.name} was evicted: {why}") from None
                 self._raise_if_failed()
             if e.errno == errno.EDEADLK:
-                why = self.status().get("deadlock", "its waits fail with EDEADLK: hold fewer batches at once")
+                why = self.status().get("deadlock") or "its waits fail with EDEADLK: hold fewer batches at once"
                 raise TsockError(f"consumer {self.name}: {path}: a wait that could never end: {why} "
                                  f"(batches kept open or mapped count against the buffer until dropped)") from None
             if e.errno in _GONE:
@@ -312,13 +341,13 @@ class Consumer:
         self.indices = np.array(idx) if isinstance(idx, np.ndarray) else None
         return b
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         """Every batch of every epoch, in order."""
         while (b := self._take()) is not None:
             yield b.value
             b = None  # hold no batch while opening the next: the buffer may have room for one
 
-    def epochs(self):
+    def epochs(self) -> Iterator[Iterator[Any]]:
         """One iterator per epoch of this consumer, in order.
 
         An epoch ends where the next begins (the first batch of the next
@@ -365,7 +394,9 @@ class _Epoch:
             pass
 
 
-def torch_loader(mount, device="cpu", mean=None, std=None, dtype="float32", name=None, batch_size=None):
+def torch_loader(mount: Path, device: Any = "cpu", mean: Optional[Sequence[float]] = None,
+                 std: Optional[Sequence[float]] = None, dtype: Any = "float32", name: Optional[str] = None,
+                 batch_size: Optional[int] = None) -> "TorchLoader":
     """A drop-in for a torch DataLoader over a tsock mount.
 
     Each pass over it (`for images, labels in loader`) is one epoch of its
@@ -542,13 +573,13 @@ class Producer:
     in order. skip() says samples could not be made.
     """
 
-    def __init__(self, mount):
+    def __init__(self, mount: Path) -> None:
         self.mount = os.fspath(mount)
         self.dir = os.path.join(self.mount, "ingest")
         if not os.path.isfile(os.path.join(self.dir, "next")):
             raise TsockError(f"{self.mount}: no ingest/ here: mount it with `tsock mount --ingest`")
 
-    def next(self):
+    def next(self) -> int:
         """The next batch number (ingest/next)."""
         try:
             with open(os.path.join(self.dir, "next")) as f:
@@ -556,7 +587,7 @@ class Producer:
         except OSError as e:
             raise self._error(e, "read ingest/next") from None
 
-    def order(self):
+    def order(self) -> Tuple[int, int, List[int]]:
         """(epoch, position, [dataset indices]) to make next; blocks.
         epoch_length is then the number of samples in that epoch's order."""
         try:
@@ -567,7 +598,7 @@ class Producer:
         epoch, position, count, self.epoch_length = (int(v) for v in vals[:4])
         return epoch, position, [int(v) for v in vals[4 : 4 + count]]
 
-    def skip(self, indices):
+    def skip(self, indices: Iterable[int]) -> None:
         """The next indices of the order could not be made."""
         if indices:
             try:
@@ -576,7 +607,8 @@ class Producer:
             except OSError as e:
                 raise self._error(e, "write ingest/skip") from None
 
-    def publish(self, batch, epoch=None, last=False, indices=None):
+    def publish(self, batch: Any, epoch: Optional[int] = None, last: bool = False,
+                indices: Optional[Sequence[int]] = None) -> int:
         """Writes batch as the next batch file. epoch marks the producer's
         epoch (unordered mode); last=True ends it with this batch; indices
         are the samples' dataset indices (required in ordered mode)."""
@@ -608,7 +640,9 @@ class Producer:
         return TsockError(f"{self.mount}: {what}: {e.strerror}: {why}")
 
 
-def serve(mount, dataset, batch_size=256, num_workers=0, collate_fn=None, epochs=None, **dataloader_kwargs):
+def serve(mount: Path, dataset: Any, batch_size: int = 256, num_workers: int = 0,
+          collate_fn: Optional[Callable[[List[Any]], Any]] = None, epochs: Optional[int] = None,
+          **dataloader_kwargs: Any) -> None:
     """Shares any map-style PyTorch dataset through a mount made with
     `tsock mount --ingest --samples len(dataset)`: a DataLoader whose
     batch sampler is tsock's order, publishing every batch. A sample whose
@@ -671,7 +705,7 @@ def _collate(items, collate):
     return batch, good, failed
 
 
-def serve_iterable(mount, iterable, epochs=1):
+def serve_iterable(mount: Path, iterable: Iterable[Any], epochs: Optional[int] = 1) -> None:
     """Shares any iterable of batches (an existing DataLoader, a JAX or TF
     pipeline yielding numpy) through a mount made with `tsock mount
     --ingest` (unordered mode): `epochs` passes over it, each marked as
@@ -763,7 +797,9 @@ def _cupy_concat(parts, shape, typestr):
     return cupy.concatenate([cupy.asarray(p).ravel() for p in parts]).reshape(shape)
 
 
-def cuda_batches(mount, name=None, batch_size=None, open_handle=None, concat=None, synchronize=None):
+def cuda_batches(mount: Path, name: Optional[str] = None, batch_size: Optional[int] = None,
+                 open_handle: Optional[Callable[..., Any]] = None, concat: Optional[Callable[..., Any]] = None,
+                 synchronize: Optional[Callable[[], None]] = None) -> Iterator[Dict[str, Any]]:
     """Yields each batch as a dict of GPU tensors in tsock's memory.
 
     Needs `tsock mount --device` and this process on the same physical GPU.

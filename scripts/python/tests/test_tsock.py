@@ -1,9 +1,11 @@
-"""Tests of the Python client against real tsock mounts (root, /dev/fuse).
+"""Tests of the Python client, as installed, against real tsock mounts
+(root, /dev/fuse).
 
-    TSOCK_BIN=/path/to/tsock /usr/bin/python3 -m unittest -v test_tsock
+    pip install scripts/python     # into a venv --system-site-packages on Debian
+    cd scripts/python/tests && TSOCK_BIN=/path/to/tsock python -m unittest -v test_tsock
 
 Without TSOCK_BIN it builds tsock with `go build`. go test runs this file
-(cmd/tsock/python_test.go), so scripts/test.sh does too.
+with a fresh venv (cmd/tsock/python_test.go), so scripts/test.sh does too.
 """
 import json
 import mmap
@@ -19,8 +21,7 @@ import unittest
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 import tsock  # noqa: E402
 
 PY = sys.executable
@@ -270,7 +271,7 @@ class ClientTest(unittest.TestCase):
         m = self.mount("--batch-size", "8", "--epochs", "2", "--buffer", str(3 * batch), "--consumer-timeout", "1s")
         survivor = tsock.Consumer(m.dir, name="survivor")
         victim = subprocess.Popen([PY, "-c", f"""
-import sys, time; sys.path.insert(0, {HERE!r}); import tsock
+import sys, time, tsock
 c = tsock.Consumer({m.dir!r}, name="victim")
 it = iter(c)
 held = [next(it), next(it)]  # mapped and open
@@ -288,7 +289,7 @@ time.sleep(600)
     def test_leaves_at_exit(self):
         m = self.mount("--batch-size", "8")
         subprocess.run([PY, "-c", f"""
-import sys; sys.path.insert(0, {HERE!r}); import tsock
+import sys, tsock
 c = tsock.Consumer({m.dir!r}, name="forgetful")
 next(iter(c))
 """], check=True)
@@ -321,6 +322,49 @@ def _collate_tokens(items):
 
     return {"tok": [x["tok"] for x in items], "y": torch.tensor([x["y"] for x in items]),
             "w": torch.full((len(items), 2), 0.5, dtype=torch.bfloat16)}
+
+
+class PackageTest(unittest.TestCase):
+    """The client as pip installs it, and python3 -m tsock status."""
+
+    def test_is_the_installed_package(self):
+        if os.environ.get("TSOCK_FROM_SOURCE") != "1":
+            src = os.path.join(ROOT, "scripts", "python")
+            self.assertFalse(os.path.abspath(tsock.__file__).startswith(src + os.sep),
+                             f"tsock imported from the source tree ({tsock.__file__}), not the installed package")
+        for name in ("py.typed", "status.py", "__main__.py"):
+            self.assertTrue(os.path.isfile(os.path.join(os.path.dirname(tsock.__file__), name)), name)
+
+    def run_status(self, *args):
+        return subprocess.run([PY, "-m", "tsock", "status", *args], capture_output=True, text=True, timeout=60)
+
+    def test_status_of_a_live_mount(self):
+        m = Mount(self, "--source", "synthetic:48", "--batch-size", "8", "--image-size", "16", "--epochs", "1")
+        c = tsock.Consumer(m.dir, name="reader")
+        self.addCleanup(c.close)
+        n = sum(1 for _ in c)
+        mine = c.status()
+        self.assertEqual(n, 6)
+        self.assertEqual((mine["state"], mine["samples_read"], mine["epoch_done"], mine["epoch_len"]), ("done", 48, 48, 48))
+        out = self.run_status(m.dir, "--json")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        doc = json.loads(out.stdout)
+        self.assertEqual((doc["version"], doc["mode"], doc["producer"]["unit"], doc["producer"]["samples"]), (1, "pipeline", "images", 48))
+        out = self.run_status(m.dir)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertTrue(lines[0].startswith(f"tsock {m.dir}: "), lines[0])
+        self.assertTrue(all(len(line) <= 80 for line in lines), out.stdout)
+        row = next(line.split() for line in lines if line.startswith("reader "))
+        self.assertEqual((row[1], row[2], row[4]), ("done", "1/1", "100%"), out.stdout)
+
+    def test_status_errors_are_one_line(self):
+        for path, says in ((tempfile.gettempdir(), "is not a tsock mount"), ("/no/such/dir", "no such file or directory")):
+            out = self.run_status(path)
+            self.assertEqual(out.returncode, 1, out.stderr)
+            self.assertEqual(out.stderr.count("\n"), 1, out.stderr)
+            self.assertIn(says, out.stderr)
+        self.assertEqual(self.run_status().returncode, 2, "no mountpoint: usage")
 
 
 class IngestTest(unittest.TestCase):
@@ -427,7 +471,10 @@ class RealPhotosTest(unittest.TestCase):
         """Resize(256) + CenterCrop(224) as torchvision does it: per image
         mean |diff| at most 2.0 at p99, with no spatial shift; every file
         read (CMYK too)."""
-        import compare_eval
+        import importlib.util  # the comparison is a script of scripts/python, not of the package
+        spec = importlib.util.spec_from_file_location("compare_eval", os.path.join(ROOT, "scripts", "python", "compare_eval.py"))
+        compare_eval = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(compare_eval)
         m = Mount(self, "--source", self.photos, "--transform", "eval", "--image-size", "224", "--epochs", "1",
                   "--batch-size", "30", "--buffer", "256MiB")
         r = compare_eval.compare(m.dir, self.photos, 224)
@@ -491,7 +538,7 @@ class GPUTest(unittest.TestCase):
                 self.assertEqual(img["data"][0], lab["data"][0] + 16 * n)
                 # Held while its tensors live (the previous one's release may
                 # still be on its way: the kernel sends it after close).
-                self.assertNotEqual(c.status()["open batches"], "0", "the batch is not held while its tensors live")
+                self.assertNotEqual(c.status()["open_batches"], 0, "the batch is not held while its tensors live")
                 samples += n
                 del b, img, lab
         self.assertEqual(samples, 45)

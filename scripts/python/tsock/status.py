@@ -1,0 +1,144 @@
+"""A tsock mount's state, for programs and for people.
+
+    doc = tsock.status.read("/mnt/tsock")     # MOUNTPOINT/status.json as a dict
+    print(tsock.status.render(doc, "/mnt/tsock"))
+
+The view is the one `tsock status` draws (80 columns); `python3 -m tsock
+status MOUNTPOINT [--watch] [--json]` prints it without the Go binary.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import time
+from typing import Any, Dict, List, Optional
+
+#: The layout of status.json this module reads.
+VERSION = 1
+WIDTH = 80
+
+
+class StatusError(Exception):
+    """The mount's status cannot be read: said in one line."""
+
+
+def read(mount: str | os.PathLike) -> Dict[str, Any]:
+    """MOUNTPOINT/status.json as a dict (see the README for its fields).
+
+    Raises StatusError, in one line, where MOUNTPOINT is not a tsock
+    mount, its daemon is gone, or the mount is another user's.
+    """
+    mount = os.fspath(mount)
+    try:
+        with open(os.path.join(mount, "status.json"), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        if not os.path.exists(mount):
+            raise StatusError(f"{mount}: no such file or directory") from None
+        raise StatusError(f"{mount} is not a tsock mount (no status.json)") from None
+    except PermissionError:
+        raise StatusError(f"{mount}: permission denied (a mount is its owner's; mount with --allow-other to show it to others)") from None
+    except OSError as e:
+        if e.errno == errno.ENOTCONN:
+            raise StatusError(f"{mount}: the tsock daemon is gone (transport endpoint is not connected); umount {mount}") from None
+        raise StatusError(f"{mount}: {e.strerror}") from None
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        raise StatusError(f"{mount} is not a tsock mount: its status.json is not JSON") from None
+    if not isinstance(doc, dict) or doc.get("version") != VERSION:
+        got = doc.get("version") if isinstance(doc, dict) else None
+        raise StatusError(f"{mount}: status.json version {got}, this client reads version {VERSION}: use the client of the tsock that mounted it")
+    return doc
+
+
+def _ibytes(n: float) -> str:
+    """n bytes as go-humanize's IBytes says them (1.5 KiB)."""
+    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    if n < 10:
+        return f"{int(n)} B"
+    i = 0
+    while n >= 1024 and i < len(units) - 1:
+        n /= 1024
+        i += 1
+    val = math.floor(n * 10 + 0.5) / 10
+    return f"{val:.0f} {units[i]}" if val >= 10 else f"{val:.1f} {units[i]}"
+
+
+def _bar(f: float, width: int) -> str:
+    f = min(max(f, 0.0), 1.0)
+    full = int(f * width + 0.5)
+    return "█" * full + "░" * (width - full)
+
+
+def _sparkline(values: List[float]) -> str:
+    levels = "▁▂▃▄▅▆▇█"
+    top = max(values, default=0.0)
+    marks = "".join(levels[min(int(v / top * 7 + 0.5), 7) if top > 0 else 0] for v in values)
+    return f"{marks} {top:.0f}/s peak"
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _of_epochs(n: int, epochs: int) -> str:
+    return f"{n}/∞" if epochs <= 0 else f"{n}/{epochs}"
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    h, m, s = s // 3600, s // 60 % 60, s % 60
+    return (f"{h}h" if h else "") + (f"{m}m" if h or m else "") + f"{s}s"
+
+
+def render(doc: Dict[str, Any], mount: str, now: Optional[float] = None) -> str:
+    """The view of doc (a status.json) for a terminal of 80 columns."""
+    lines: List[str] = []
+
+    def line(label: str, text: str) -> None:
+        lines.append(_clip(f"{label:<10}{text}", WIDTH))
+
+    p, buf = doc["producer"], doc["buffer"]
+    clock = time.strftime("%H:%M:%S", time.localtime(now))
+    lines.append(_clip(f"tsock {mount}: {doc['state']}, up {_duration(doc['uptime_seconds'])}, {clock}", WIDTH))
+    line("source", doc["source"])
+    line("state", doc["state_text"])
+    unit = p["unit"]
+    if p["epoch_len"] > 0:
+        line("epoch", f"{p['epoch'] + 1:<4} {_bar(p['epoch_done'] / p['epoch_len'], 20)}  {p['epoch_done']}/{p['epoch_len']} {unit}")
+    else:
+        line("epoch", f"{p['epoch'] + 1}, {p['epoch_done']} {unit} of it")
+    line("rate", f"{p['rate']:.0f} {unit}/s (last 10 s), {p['rate_overall']:.0f} overall")
+    if p["rate_history"]:
+        line("last min", _sparkline(p["rate_history"]))
+    used = buf["used"] + buf["reserved"]
+    line("buffer", f"{_bar(used / max(buf['limit'], 1), 20)} {_ibytes(used)} of {_ibytes(buf['limit'])}, {buf['batches']} batches")
+    if buf["mapped_after_release"] > 0:
+        line("", f"{_ibytes(buf['mapped_after_release'])} released but still mapped by readers")
+    line("data path", doc["data_path"].split(" (")[0])  # the why is status's to say
+    line("skipped", f"{doc['skipped']} inputs")
+    gpu = doc.get("gpu")
+    if gpu:
+        line("gpu", f"{gpu['name']}: {gpu['slabs_in_use']} of {gpu['slabs']} slabs of {_ibytes(gpu['slab_size'])} hold a batch")
+    lines.append("")
+    if not doc["consumers"]:
+        lines.append(_clip(f"no consumer: mkdir {os.path.join(mount, 'consumers', 'NAME')} to join", WIDTH))
+        return "\n".join(lines) + "\n"
+    head = f"{'CONSUMER':<16} {'STATE':<8} {'EPOCH':<7} {'PROGRESS':<19} {'LAG':>5} {'WAIT':>5}"
+    if gpu:
+        head += f" {'GPU MEM':>9}"
+    lines.append(head)
+    for c in doc["consumers"]:
+        epoch, progress = _of_epochs(max(c["epoch"], 0) + 1, c["epochs"]), ""
+        if c["epoch_len"] > 0:
+            done = c["epoch_done"] / c["epoch_len"]
+            progress = f"{_bar(done, 14)} {100 * min(done, 1):3.0f}%"
+        row = f"{_clip(c['name'], 16):<16} {c['state']:<8} {epoch:<7} {progress:<19} {c['lag_batches']:>5} {100 * c['wait_share']:>4.0f}%"
+        if gpu:
+            mem = c.get("gpu_memory")
+            row += f" {_ibytes(mem) if mem is not None and mem >= 0 else '?':>9}"
+        lines.append(row)
+    return "\n".join(lines) + "\n"
