@@ -389,7 +389,8 @@ class _Epoch:
             raise StopIteration
         return b.value
 
-    def drain(self):
+    def drain(self) -> None:
+        """Consumes the rest of the epoch unread."""
         for _ in self:
             pass
 
@@ -446,7 +447,7 @@ class TorchLoader:
         for batch in epoch:
             yield self.convert(batch)
 
-    def convert(self, batch):
+    def convert(self, batch: Any) -> Any:
         """(images, labels) tensors of one batch of tsock's own pipeline;
         any other batch in the structure it was published in."""
         if not isinstance(batch, Batch) or STRUCTURE in batch.meta or "images" not in batch:
@@ -482,12 +483,13 @@ class TorchLoader:
         return t.to(self.device, non_blocking=True)
 
     @property
-    def indices(self):
+    def indices(self) -> Optional[np.ndarray]:
         """The dataset indices of the batch last yielded (numpy int64), or
         None where batches carry none."""
         return self.consumer.indices
 
-    def close(self):
+    def close(self) -> None:
+        """Leaves the mount (its consumer's close)."""
         self.consumer.close()
 
 
@@ -738,12 +740,12 @@ class CudaArray:
     for every consumer. It keeps its batch's .cuda file open, and so the
     batch held, for as long as it lives."""
 
-    def __init__(self, ptr, shape, typestr, holder):
+    def __init__(self, ptr: int, shape: Sequence[int], typestr: str, holder: Any) -> None:
         self.ptr, self.shape, self.typestr = ptr, tuple(shape), typestr
         self._holder = holder
 
     @property
-    def __cuda_array_interface__(self):
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
         return {"shape": self.shape, "typestr": self.typestr, "data": (self.ptr, False), "version": 3, "strides": None}
 
 
