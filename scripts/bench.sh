@@ -249,6 +249,10 @@ bpp = dict(line.split() for line in open(bppfile))
 med = statistics.median
 def col(kind, i, key=None):
     return [float(r[i]) for r in rows if r[0] == kind and (key is None or r[1] == key)]
+def bound(peak, limit):
+    # memory against its bound: the highest of the runs matters
+    r = [p / b for p, b in zip(peak, limit)]
+    return f"{med(r):.2f}x (highest {max(r):.2f}x)"
 def ratio(a, b):
     # median (min-max); a spread that crosses 1.0 is no difference
     r = [x / y for x, y in zip(a, b)]
@@ -267,21 +271,18 @@ for name, label in (("photos", "real photos"), ("gendata", "gendata")):
         print(f"| {label}: {n} consumer(s), images/s delivered all together, 3 whole epochs | {med(s):.0f} | {n} torchvision DataLoader(s) {med(t):.0f} | {ratio(s, t)} |")
 for label, a, b in (("1 reader", 1, 2), ("4 readers", 3, 4)):
     m, s = col("read", a), col("read", b)
-    print(f"| read GB/s, {label} | {med(m):.2f} | /dev/shm {med(s):.2f} | {med([x / y for x, y in zip(m, s)]):.2f}x |")
+    print(f"| read GB/s, {label} | {med(m):.2f} | /dev/shm {med(s):.2f} | {ratio(m, s)} |")
 for n in ("1", "8"):
     peak, buf = col("memory", 2, n), col("memory", 3, n)
-    print(f"| peak daemon memory + batch memory (Shmem), {n} consumer(s), buffer full | {med(peak) / 2**20:.0f} MiB | --buffer {med(buf) / 2**20:.0f} MiB | {med([p / b for p, b in zip(peak, buf)]):.2f}x |")
+    print(f"| peak daemon memory + batch memory (Shmem), {n} consumer(s), buffer full | {med(peak) / 2**20:.0f} MiB | --buffer {med(buf) / 2**20:.0f} MiB | {bound(peak, buf)} |")
 a, b = col("ingest_write", 1), col("ingest_write", 2)
-print(f"| ingest: one producer's write GB/s (24 batches of 38.5 MB, tsock.Producer.publish) | {med(a):.2f} | /dev/shm {med(b):.2f} | {med([x / y for x, y in zip(a, b)]):.2f}x |")
+print(f"| ingest: one producer's write GB/s (24 batches of 38.5 MB, tsock.Producer.publish) | {med(a):.2f} | /dev/shm {med(b):.2f} | {ratio(a, b)} |")
 a, b = col("ingest_share", 1), col("ingest_share", 2)
-print(f"| ingest: own torchvision pipeline (RandAugment + RandomErasing, 224 px) served to 4 consumers, images/s all together, 2 whole epochs | {med(a):.0f} | 4 DataLoaders {med(b):.0f} | {med([x / y for x, y in zip(a, b)]):.2f}x |")
+print(f"| ingest: own torchvision pipeline (RandAugment + RandomErasing, 224 px) served to 4 consumers, images/s all together, 2 whole epochs | {med(a):.0f} | 4 DataLoaders {med(b):.0f} | {ratio(a, b)} |")
 peak, buf = col("ingest_memory", 2), col("ingest_memory", 3)
-print(f"| ingest: peak daemon memory + batch memory (Shmem), 8 consumers, buffer full | {med(peak) / 2**20:.0f} MiB | --buffer {med(buf) / 2**20:.0f} MiB | {med([p / b for p, b in zip(peak, buf)]):.2f}x |")
-spread = lambda xs: f"{min(xs):.2f}-{max(xs):.2f}"
-print(f"\nspread of the ingest ratios over the runs: write {spread([x / y for x, y in zip(col('ingest_write', 1), col('ingest_write', 2))])}, "
-      f"sharing {spread([x / y for x, y in zip(col('ingest_share', 1), col('ingest_share', 2))])}")
+print(f"| ingest: peak daemon memory + batch memory (Shmem), 8 consumers, buffer full | {med(peak) / 2**20:.0f} MiB | --buffer {med(buf) / 2**20:.0f} MiB | {bound(peak, buf)} |")
 wpaths = {r[3].strip() for r in rows if r[0] == "ingest_write" and len(r) > 3}
-print(f"ingest write path: {', '.join(sorted(wpaths))}")
+print(f"\ningest write path: {', '.join(sorted(wpaths))}")
 paths = {r[5].strip() for r in rows if r[0] == "read" and len(r) > 5}
 print(f"\ndata path: {', '.join(sorted(paths))}")
 PY
