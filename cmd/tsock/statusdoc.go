@@ -54,8 +54,8 @@ type bufferDoc struct {
 	Limit    int64 `json:"limit"`
 	Used     int64 `json:"used"`
 	Reserved int64 `json:"reserved"`
-	// Mapped: released batches that readers still map (part of Used's
-	// budget); -1 where the backing cannot tell.
+	// Mapped: released batches that readers still map; it counts against
+	// Limit beside Used and Reserved. -1 where the backing cannot tell.
 	Mapped  int64 `json:"mapped_after_release"`
 	Batches int   `json:"batches"`
 }

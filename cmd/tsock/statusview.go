@@ -184,10 +184,11 @@ func renderStatus(doc statusDoc, mountpoint string, now time.Time) string {
 		line("last min", "%s", sparkline(p.RateHistory))
 	}
 	buf := doc.Buffer
-	line("buffer", "%s %s of %s, %d batches", bar(float64(buf.Used+buf.Reserved)/float64(max(buf.Limit, 1)), 20),
-		humanize.IBytes(uint64(buf.Used+buf.Reserved)), humanize.IBytes(uint64(buf.Limit)), buf.Batches)
+	held := buf.Used + buf.Reserved + max(buf.Mapped, 0) // what counts against --buffer
+	line("buffer", "%s %s of %s, %d batches", bar(float64(held)/float64(max(buf.Limit, 1)), 20),
+		humanize.IBytes(uint64(held)), humanize.IBytes(uint64(buf.Limit)), buf.Batches)
 	if buf.Mapped > 0 {
-		line("", "%s released but still mapped by readers", humanize.IBytes(uint64(buf.Mapped)))
+		line("", "%s of it released but still mapped by readers", humanize.IBytes(uint64(buf.Mapped)))
 	}
 	path, _, _ := strings.Cut(doc.DataPath, " (") // the why is status's to say
 	line("data path", "%s", path)
@@ -227,7 +228,7 @@ func consumerRow(cs consumerDoc, gpu bool) string {
 		}
 		row += fmt.Sprintf(" %9s", mem)
 	}
-	return row
+	return clip(row, viewWidth) // a number no real mount reaches must not wrap it
 }
 
 // ofEpochs says epoch n (1-based) of epochs, 0 epochs being forever.
@@ -240,7 +241,10 @@ func ofEpochs(n, epochs int) string {
 
 // bar draws fraction f of a width-cell bar.
 func bar(f float64, width int) string {
-	f = min(max(f, 0), 1)
+	if !(f > 0) { // NaN too: the document is a program's, it may say anything
+		f = 0
+	}
+	f = min(f, 1)
 	full := int(f*float64(width) + 0.5)
 	return strings.Repeat("█", full) + strings.Repeat("░", width-full)
 }
@@ -256,7 +260,7 @@ func sparkline(values []float64) string {
 	var b strings.Builder
 	for _, v := range values {
 		i := 0
-		if top > 0 {
+		if top > 0 && v > 0 {
 			i = min(int(v/top*7+0.5), 7)
 		}
 		b.WriteString(string([]rune(levels)[i]))
@@ -264,8 +268,16 @@ func sparkline(values []float64) string {
 	return fmt.Sprintf("%s %.0f/s peak", b.String(), top)
 }
 
-// clip cuts s to n columns (one per rune), marking the cut.
+// clip cuts s to n columns (one per rune), marking the cut. Control
+// characters become "?": no file name or consumer name can add a line
+// or move the cursor.
 func clip(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r >= 0x7f && r <= 0x9f {
+			return '?'
+		}
+		return r
+	}, s)
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}

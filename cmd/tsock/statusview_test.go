@@ -236,7 +236,7 @@ func TestPythonDrawsWhatGoDraws(t *testing.T) {
 	mem, unknown := int64(3<<30), int64(-1)
 	docs := map[string]statusDoc{
 		"pipeline on a GPU": {
-			Version: statusVersion, Mode: "pipeline", Source: "/data/imagenet/train", State: "full", StateText: "buffer full, waiting for consumers to read",
+			Version: statusVersion, Mode: "pipeline", Source: "/data/\x1b[2Jimage\u0085net\ntrain/é", State: "full", StateText: "buffer full, waiting for consumers to read",
 			Uptime: 3725.9, DataPath: "passthrough from tmpfs huge=advise (reads and mmaps never enter the daemon)", Skipped: 3,
 			Producer: producerDoc{Unit: "images", BatchSize: 256, Epoch: 2, Epochs: 3, EpochDone: 652000, EpochLen: 1281167, Batches: 9000,
 				Samples: 2304000, Rate: 1180.4, RateOverall: 1149.5, RateHistory: []float64{0, 500, 1180, 1250.5, 990, 1100}},
@@ -245,7 +245,7 @@ func TestPythonDrawsWhatGoDraws(t *testing.T) {
 			Consumers: []consumerDoc{
 				{Name: "trial-1", State: "reading", Epoch: 1, Epochs: 3, EpochDone: 640000, EpochLen: 1281167, Lag: 3, WaitShare: 0.123, GPUMemory: &mem},
 				{Name: "a-consumer-with-a-very-long-name", State: "waiting", Epoch: -1, Epochs: 3, EpochLen: 1281167, Lag: 14, WaitShare: 1, GPUMemory: &unknown},
-				{Name: "old", State: "evicted", Epoch: 0, Epochs: 3, EpochDone: 9, EpochLen: 1281167, Evicted: "stalled"},
+				{Name: "old\r\x7f", State: "evicted", Epoch: 0, Epochs: 3, EpochDone: 9, EpochLen: 1281167, Evicted: "stalled"},
 			},
 		},
 		"ingest, unordered, no consumer": {

@@ -68,7 +68,7 @@ def _ibytes(n: float) -> str:
 
 
 def _bar(f: float, width: int) -> str:
-    f = min(max(f, 0.0), 1.0)
+    f = min(f, 1.0) if f > 0 else 0.0
     full = int(f * width + 0.5)
     return "█" * full + "░" * (width - full)
 
@@ -76,11 +76,13 @@ def _bar(f: float, width: int) -> str:
 def _sparkline(values: List[float]) -> str:
     levels = "▁▂▃▄▅▆▇█"
     top = max(values, default=0.0)
-    marks = "".join(levels[min(int(v / top * 7 + 0.5), 7) if top > 0 else 0] for v in values)
+    marks = "".join(levels[min(int(v / top * 7 + 0.5), 7) if top > 0 and v > 0 else 0] for v in values)
     return f"{marks} {top:.0f}/s peak"
 
 
 def _clip(s: str, n: int) -> str:
+    """s cut to n columns, control characters as "?" (as `tsock status`)."""
+    s = "".join("?" if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F else c for c in s)
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
@@ -114,10 +116,10 @@ def render(doc: Dict[str, Any], mount: str, now: Optional[float] = None) -> str:
     line("rate", f"{p['rate']:.0f} {unit}/s (last 10 s), {p['rate_overall']:.0f} overall")
     if p["rate_history"]:
         line("last min", _sparkline(p["rate_history"]))
-    used = buf["used"] + buf["reserved"]
-    line("buffer", f"{_bar(used / max(buf['limit'], 1), 20)} {_ibytes(used)} of {_ibytes(buf['limit'])}, {buf['batches']} batches")
+    held = buf["used"] + buf["reserved"] + max(buf["mapped_after_release"], 0)  # what counts against --buffer
+    line("buffer", f"{_bar(held / max(buf['limit'], 1), 20)} {_ibytes(held)} of {_ibytes(buf['limit'])}, {buf['batches']} batches")
     if buf["mapped_after_release"] > 0:
-        line("", f"{_ibytes(buf['mapped_after_release'])} released but still mapped by readers")
+        line("", f"{_ibytes(buf['mapped_after_release'])} of it released but still mapped by readers")
     line("data path", doc["data_path"].split(" (")[0])  # the why is status's to say
     line("skipped", f"{doc['skipped']} inputs")
     gpu = doc.get("gpu")
@@ -140,5 +142,5 @@ def render(doc: Dict[str, Any], mount: str, now: Optional[float] = None) -> str:
         if gpu:
             mem = c.get("gpu_memory")
             row += f" {_ibytes(mem) if mem is not None and mem >= 0 else '?':>9}"
-        lines.append(row)
+        lines.append(_clip(row, WIDTH))  # a number no real mount reaches must not wrap it
     return "\n".join(lines) + "\n"
