@@ -12,11 +12,20 @@ import (
 	"github.com/tsock/tsock/producer/producertest"
 )
 
+// runCLI runs a tsock command line in-process: its exit code, and its
+// standard output and error together.
 func runCLI(t *testing.T, args ...string) (int, string) {
 	t.Helper()
+	stdout, stderr, code := tsockRun(context.Background(), args...)
+	return code, stdout + stderr
+}
+
+// tsockRun runs a tsock command line in-process and returns its stdout,
+// stderr and exit code.
+func tsockRun(ctx context.Context, args ...string) (stdout, stderr string, code int) {
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), args, &out, &errOut)
-	return code, out.String() + errOut.String()
+	code = run(ctx, args, &out, &errOut)
+	return out.String(), errOut.String(), code
 }
 
 func TestBadFlagsExit2WithUsage(t *testing.T) {

@@ -101,13 +101,20 @@ func (g *gpuMode) status(b *strings.Builder, consumers []batchstore.ConsumerSnap
 	}
 	b.WriteString("gpu memory by consumer (NVML):\n")
 	for _, cs := range consumers {
-		pid := processOf(int(cs.Caller))
-		if mem, ok := g.monitor.ProcessMemory(info.UUID, pid); ok {
+		if pid, mem, ok := g.processMemory(cs); ok {
 			fmt.Fprintf(b, "  %s: pid %d, %s\n", cs.Name, pid, humanize.IBytes(mem))
 		} else {
 			fmt.Fprintf(b, "  %s: none reported\n", cs.Name)
 		}
 	}
+}
+
+// processMemory is what NVML reports the process of cs's reader holds on
+// tsock's GPU (NVML must be available).
+func (g *gpuMode) processMemory(cs batchstore.ConsumerSnapshot) (pid int, mem uint64, ok bool) {
+	pid = processOf(int(cs.Caller))
+	mem, ok = g.monitor.ProcessMemory(g.driver.Info().UUID, pid)
+	return pid, mem, ok
 }
 
 // doc is the GPU's part of status.json.
@@ -123,7 +130,7 @@ func (g *gpuMode) consumerMemory(cs batchstore.ConsumerSnapshot) int64 {
 	if ok, _ := g.monitor.Available(); !ok {
 		return -1
 	}
-	if mem, ok := g.monitor.ProcessMemory(g.driver.Info().UUID, processOf(int(cs.Caller))); ok {
+	if _, mem, ok := g.processMemory(cs); ok {
 		return int64(mem)
 	}
 	return 0

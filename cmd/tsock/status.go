@@ -22,7 +22,7 @@ func (c *mountCommand) status() ([]byte, error) {
 	} else {
 		c.producerStatus(&b, snap)
 	}
-	recent, overall := c.rate.rates()
+	recent, overall := c.rate.rates(snap.SamplesPublished)
 	fmt.Fprintf(&b, "produced: %d batches, %d samples\n", snap.Published, snap.SamplesPublished)
 	fmt.Fprintf(&b, "produce rate: %.0f samples/s (last 10s), %.0f samples/s (overall)\n", recent, overall)
 	fmt.Fprintf(&b, "producer waited for room: %s\n", snap.ProducerWait.Round(time.Millisecond))
@@ -196,9 +196,9 @@ func (m *rateMeter) sample() {
 	}
 }
 
-// rates are images/s over the last ten seconds and since the start.
-func (m *rateMeter) rates() (recent, overall float64) {
-	now := m.store.Snapshot().SamplesPublished
+// rates are images/s over the last ten seconds and since the start, now
+// being the samples published so far (from the caller's snapshot).
+func (m *rateMeter) rates(now uint64) (recent, overall float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if el := time.Since(m.start).Seconds(); el > 0 {

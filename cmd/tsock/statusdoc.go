@@ -101,7 +101,7 @@ type gpuDoc struct {
 // statusJSON renders MOUNTPOINT/status.json.
 func (c *mountCommand) statusJSON() ([]byte, error) {
 	snap := c.store.Snapshot()
-	recent, overall := c.rate.rates()
+	recent, overall := c.rate.rates(snap.SamplesPublished)
 	doc := statusDoc{
 		Version: statusVersion, Uptime: snap.Uptime.Seconds(), DataPath: c.mounted.DataPath(),
 		Producer: producerDoc{

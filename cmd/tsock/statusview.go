@@ -63,7 +63,7 @@ func (c *statusCommand) Parse(args []string) error {
 
 func (c *statusCommand) Run(ctx context.Context) error {
 	if c.json {
-		data, err := readStatus(c.mountpoint)
+		data, _, err := readStatus(c.mountpoint)
 		if err != nil {
 			return err
 		}
@@ -102,13 +102,9 @@ func (c *statusCommand) Run(ctx context.Context) error {
 
 // draw prints the view once.
 func (c *statusCommand) draw() error {
-	data, err := readStatus(c.mountpoint)
+	_, doc, err := readStatus(c.mountpoint)
 	if err != nil {
 		return err
-	}
-	var doc statusDoc
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("%s is not a tsock mount: status.json: %w", c.mountpoint, err)
 	}
 	view := renderStatus(doc, c.mountpoint, time.Now())
 	if c.terminal {
@@ -120,32 +116,37 @@ func (c *statusCommand) draw() error {
 
 func (c *statusCommand) Close() error { return nil }
 
-// readStatus reads MOUNTPOINT/status.json, its errors said for people.
-func readStatus(mountpoint string) ([]byte, error) {
+// readStatus reads MOUNTPOINT/status.json, as read and as decoded, its
+// errors said for people.
+func readStatus(mountpoint string) ([]byte, statusDoc, error) {
+	var doc statusDoc
 	data, err := os.ReadFile(filepath.Join(mountpoint, "status.json"))
+	if err != nil {
+		return nil, doc, statusReadError(mountpoint, err)
+	}
+	if json.Unmarshal(data, &doc) != nil {
+		return nil, doc, fmt.Errorf("%s is not a tsock mount: its status.json is not tsock's", mountpoint)
+	}
+	if doc.Version != statusVersion {
+		return nil, doc, fmt.Errorf("%s: status.json version %d, this tsock reads version %d: use the tsock that mounted it", mountpoint, doc.Version, statusVersion)
+	}
+	return data, doc, nil
+}
+
+// statusReadError says why MOUNTPOINT/status.json could not be read.
+func statusReadError(mountpoint string, err error) error {
 	switch {
-	case err == nil:
-		var probe struct {
-			Version int `json:"version"`
-		}
-		if json.Unmarshal(data, &probe) != nil {
-			return nil, fmt.Errorf("%s is not a tsock mount: its status.json is not JSON", mountpoint)
-		}
-		if probe.Version != statusVersion {
-			return nil, fmt.Errorf("%s: status.json version %d, this tsock reads version %d: use the tsock that mounted it", mountpoint, probe.Version, statusVersion)
-		}
-		return data, nil
 	case errors.Is(err, syscall.ENOTCONN):
-		return nil, fmt.Errorf("%s: the tsock daemon is gone (transport endpoint is not connected); umount %s", mountpoint, mountpoint)
+		return fmt.Errorf("%s: the tsock daemon is gone (transport endpoint is not connected); umount %s", mountpoint, mountpoint)
 	case errors.Is(err, fs.ErrPermission):
-		return nil, fmt.Errorf("%s: permission denied (a mount is its owner's; mount with --allow-other to show it to others)", mountpoint)
+		return fmt.Errorf("%s: permission denied (a mount is its owner's; mount with --allow-other to show it to others)", mountpoint)
 	case errors.Is(err, fs.ErrNotExist):
 		if _, serr := os.Stat(mountpoint); serr != nil {
-			return nil, fmt.Errorf("%s: %w", mountpoint, unwrapPath(serr))
+			return fmt.Errorf("%s: %w", mountpoint, unwrapPath(serr))
 		}
-		return nil, fmt.Errorf("%s is not a tsock mount (no status.json)", mountpoint)
+		return fmt.Errorf("%s is not a tsock mount (no status.json)", mountpoint)
 	}
-	return nil, fmt.Errorf("%s: %w", mountpoint, unwrapPath(err))
+	return fmt.Errorf("%s: %w", mountpoint, unwrapPath(err))
 }
 
 // unwrapPath drops the path an *fs.PathError repeats.

@@ -41,14 +41,6 @@ func statusMount(t *testing.T) (d *daemon, buffer int64) {
 	return d, buffer
 }
 
-// tsockRun runs a tsock command line in-process and returns its stdout,
-// stderr and exit code.
-func tsockRun(ctx context.Context, args ...string) (stdout, stderr string, code int) {
-	var out, errOut bytes.Buffer
-	code = run(ctx, args, &out, &errOut)
-	return out.String(), errOut.String(), code
-}
-
 func TestStatusShowsALiveMount(t *testing.T) {
 	d, buffer := statusMount(t)
 	out, errOut, code := tsockRun(context.Background(), "status", d.dir, "--json")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -35,18 +34,17 @@ func reportLines(t *testing.T, report string) map[string]string {
 }
 
 func TestVersionSaysWhatTheMachineOffers(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := run(context.Background(), []string{"version"}, &out, &errOut); code != exitOK {
-		t.Fatalf("tsock version: exit %d: %s", code, errOut.String())
+	out, errOut, code := tsockRun(context.Background(), "version")
+	if code != exitOK {
+		t.Fatalf("tsock version: exit %d: %s", code, errOut)
 	}
-	var again bytes.Buffer
-	if code := run(context.Background(), []string{"--version"}, &again, &errOut); code != exitOK || again.String() != out.String() {
-		t.Fatalf("tsock --version: exit %d, %q; want tsock version's %q", code, again.String(), out.String())
+	if again, _, code := tsockRun(context.Background(), "--version"); code != exitOK || again != out {
+		t.Fatalf("tsock --version: exit %d, %q; want tsock version's %q", code, again, out)
 	}
-	lines := reportLines(t, out.String())
+	lines := reportLines(t, out)
 	for _, key := range []string{"tsock", "go", "kernel", "user", "fuse device", "fusermount3", "passthrough", "libjpeg-turbo", "cuda driver", "nvml"} {
 		if lines[key] == "" {
-			t.Errorf("no %q line in:\n%s", key, out.String())
+			t.Errorf("no %q line in:\n%s", key, out)
 		}
 	}
 	// This machine (CI's too): root, /dev/fuse, Linux 6.9+, libjpeg-turbo, no GPU.
@@ -58,7 +56,7 @@ func TestVersionSaysWhatTheMachineOffers(t *testing.T) {
 			t.Errorf("%s: %q, want it to start with %q", key, lines[key], want)
 		}
 	}
-	if code := run(context.Background(), []string{"version", "extra"}, &out, &errOut); code != exitUsage {
+	if _, _, code := tsockRun(context.Background(), "version", "extra"); code != exitUsage {
 		t.Errorf("tsock version extra: exit %d, want %d", code, exitUsage)
 	}
 }
