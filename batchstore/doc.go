@@ -19,6 +19,11 @@
 //     released after at least one open, or when it unlinks the batch.
 //     Consumption is per consumer and may be out of order; the consumer's
 //     position is its lowest unconsumed batch.
+//   - A consumer's batch has at least one sample: an epoch of its with
+//     none is passed over whole. A producer epoch that ends with no
+//     sample had every sample of the data skipped (each epoch's order
+//     holds every sample not known bad), so the store fails with
+//     ErrNoSamples then: waits that nothing could end get it instead.
 //
 // The store knows nothing of FUSE. The adapter passes a CallerID (the
 // kernel's thread id of the request) so that an open of a batch inode that

@@ -36,6 +36,12 @@ var (
 	// batch that the full buffer cannot make until readers read, give up
 	// or unmap what it holds: no wait of the store's could end.
 	ErrDeadlock = errors.New("a wait that only reading, unlinking or unmapping batches can end")
+	// ErrNoSamples: a producer epoch ended with no sample in it: every
+	// sample of the dataset was skipped, so none can ever be made again.
+	ErrNoSamples = errors.New("no samples left: every sample of the dataset was skipped")
+	// ErrFinal: a write or truncation of an ingested batch after its
+	// writer's close published or refused it: its bytes are final.
+	ErrFinal = errors.New("the batch was published or refused at its writer's close: its bytes are final")
 	// ErrWriting: another writer has the next ingested batch open.
 	ErrWriting = errors.New("batch being written by another writer")
 )

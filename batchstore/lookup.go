@@ -2,6 +2,7 @@ package batchstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -50,13 +51,24 @@ func (s *Store) epochEnd(c *consumer, k int) (uint64, bool) {
 	return m.start + uint64(pos), true
 }
 
+// resolved says what resolve could tell of a consumer's batch.
+type resolved int
+
+const (
+	unknownYet resolved = iota // its samples or its epoch's end are not published yet
+	known                      // computed
+	pastEnd                    // it would lie past the consumer's last epoch
+)
+
 // resolve computes c's batch j if it can be known yet: its samples are
-// published and where its epoch ends is known. Callers hold s.mu.
-func (s *Store) resolve(c *consumer, j uint64) (cbatch, bool) {
+// published and where its epoch ends is known. A batch never has zero
+// samples: an epoch with none (all skipped) is passed over whole.
+// Callers hold s.mu.
+func (s *Store) resolve(c *consumer, j uint64) (cbatch, resolved) {
 	if !c.startKnown {
 		m := s.epochs[c.joinEpoch]
 		if m == nil || !m.started {
-			return cbatch{}, false
+			return cbatch{}, unknownYet
 		}
 		c.start, c.startKnown = m.start, true
 	}
@@ -65,29 +77,33 @@ func (s *Store) resolve(c *consumer, j uint64) (cbatch, bool) {
 		if prev, ok := c.batches.last(); ok {
 			cb.start, cb.epoch, cb.index = prev.end, prev.epoch, prev.index+1
 		}
-		end, known := s.epochEnd(c, cb.epoch)
-		if known && cb.start >= end { // this epoch is over: next one
+		end, endKnown := s.epochEnd(c, cb.epoch)
+		for endKnown && cb.start >= end { // this epoch is over, or empty: the next one
 			cb.epoch, cb.index = cb.epoch+1, 0
 			if s.cfg.Epochs > 0 && cb.epoch >= s.cfg.Epochs {
-				return cbatch{}, false
+				return cbatch{}, pastEnd
 			}
-			end, known = s.epochEnd(c, cb.epoch)
+			end, endKnown = s.epochEnd(c, cb.epoch)
 		}
 		cb.end = cb.start + uint64(c.batchSize)
 		switch {
-		case known:
+		case endKnown:
 			cb.end = min(cb.end, end)
 		case cb.end > s.samples:
 			// The epoch's end is not known yet, but it cannot come before
 			// what is published: wait for more.
-			return cbatch{}, false
+			return cbatch{}, unknownYet
 		}
 		if cb.end > s.samples {
-			return cbatch{}, false
+			return cbatch{}, unknownYet
 		}
 		c.batches.add(cb)
 	}
-	return c.batches.get(j)
+	cb, ok := c.batches.get(j)
+	if !ok {
+		return cbatch{}, unknownYet
+	}
+	return cb, known
 }
 
 // finished reports whether c has no batch j: past its last epoch, or past
@@ -139,7 +155,13 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 		case s.pastTheEnd(c, local):
 			return Ref{}, fmt.Errorf("lookup %s/%d: past the consumer's last epoch: %w", name, local, ErrNotFound)
 		}
-		if cb, ok := s.resolve(c, local); ok {
+		cb, state := s.resolve(c, local)
+		switch {
+		case state == pastEnd && errors.Is(s.failure, ErrNoSamples):
+			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, s.failure)
+		case state == pastEnd:
+			return Ref{}, fmt.Errorf("lookup %s/%d: past the consumer's last epoch: %w", name, local, ErrNotFound)
+		case state == known:
 			ref, err := s.ref(c, local, cb)
 			if err != nil {
 				return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
@@ -150,7 +172,7 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 			return ref, nil
 		}
 		if s.failure != nil {
-			return Ref{}, fmt.Errorf("lookup %s/%d: %w: %v", name, local, ErrProducerFailed, s.failure)
+			return Ref{}, fmt.Errorf("lookup %s/%d: %w: %w", name, local, ErrProducerFailed, s.failure)
 		}
 		if s.finished {
 			return Ref{}, fmt.Errorf("lookup %s/%d: the producer has stopped: %w", name, local, ErrNotFound)
@@ -245,8 +267,8 @@ func (s *Store) Pending(name string) ([]Ref, error) {
 		if s.pastTheEnd(c, j) {
 			break
 		}
-		cb, ok := s.resolve(c, j)
-		if !ok {
+		cb, state := s.resolve(c, j)
+		if state != known {
 			break
 		}
 		if s.isDone(c, j) {

@@ -22,26 +22,10 @@ func (s *Store) Reserve(ctx context.Context, size int64) (*Reservation, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var began time.Time
-	defer func() {
-		if !began.IsZero() {
-			s.stats.producerWaiting, s.stats.lingerBlocked = false, false
-			s.stats.producerWait += time.Since(began)
-			s.endMappedDeadlocks()
-		}
-	}()
+	w := roomWait{s: s}
+	defer w.end()
 	for !s.fits(size) {
-		if s.closed {
-			return nil, ErrClosed
-		}
-		if began.IsZero() {
-			began = time.Now()
-			s.stats.producerWaits++
-			s.stats.producerWaiting = true
-		}
-		s.stats.lingerBlocked = s.used+s.reserved+size <= s.cfg.Limit
-		s.stats.waitingFor = size
-		if err := s.waitOrPoll(ctx); err != nil {
+		if err := w.wait(ctx, size); err != nil {
 			return nil, err
 		}
 	}
@@ -52,28 +36,69 @@ func (s *Store) Reserve(ctx context.Context, size int64) (*Reservation, error) {
 	return &Reservation{s: s, size: size}, nil
 }
 
-// Grow makes the reservation size bytes, waiting for room for the
-// difference (an ingested batch whose size is known only once written).
+// Grow makes the reservation at least size bytes, waiting for room for
+// the difference as Reserve does (an ingested batch, whose size is known
+// only as it is written). Concurrent calls are safe: each waits until
+// the room it asks for is held.
 func (r *Reservation) Grow(ctx context.Context, size int64) error {
 	s := r.s
+	if size > s.cfg.Limit {
+		return fmt.Errorf("grow to %d bytes of a %d-byte buffer: %w", size, s.cfg.Limit, ErrTooLarge)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for !r.done && size > r.size && !s.fits(size-r.size) {
-		if s.closed {
-			return ErrClosed
+	w := roomWait{s: s}
+	defer w.end()
+	for {
+		switch {
+		case r.done:
+			return fmt.Errorf("grow: reservation already used")
+		case size <= r.size:
+			return nil
+		case s.fits(size - r.size):
+			s.reserved += size - r.size
+			r.size = size
+			return nil
 		}
-		if err := s.waitOrPoll(ctx); err != nil {
+		if err := w.wait(ctx, size-r.size); err != nil {
 			return err
 		}
 	}
-	if r.done {
-		return fmt.Errorf("grow: reservation already used")
+}
+
+// roomWait is one wait of the producer for room in the buffer, kept in
+// the statistics that status and the deadlock watch read.
+type roomWait struct {
+	s     *Store
+	began time.Time
+}
+
+// wait waits for the next change, the producer needing size more bytes.
+// Callers hold s.mu.
+func (w *roomWait) wait(ctx context.Context, size int64) error {
+	s := w.s
+	if s.closed {
+		return ErrClosed
 	}
-	if size > r.size {
-		s.reserved += size - r.size
-		r.size = size
+	if w.began.IsZero() {
+		w.began = time.Now()
+		s.stats.producerWaits++
+		s.stats.producerWaiting = true
 	}
-	return nil
+	s.stats.lingerBlocked = s.used+s.reserved+size <= s.cfg.Limit
+	s.stats.waitingFor = size
+	return s.waitOrPoll(ctx)
+}
+
+// end closes the wait's statistics. Callers hold s.mu.
+func (w *roomWait) end() {
+	if w.began.IsZero() {
+		return
+	}
+	s := w.s
+	s.stats.producerWaiting, s.stats.lingerBlocked = false, false
+	s.stats.producerWait += time.Since(w.began)
+	s.endMappedDeadlocks()
 }
 
 // Size is the room reserved, bytes.
@@ -144,9 +169,16 @@ func (s *Store) EndEpoch(e int) {
 	s.broadcast()
 }
 
-// endEpoch: the next epoch starts where e ends. Callers hold s.mu.
+// endEpoch: the next epoch starts where e ends. An epoch that ends with
+// no sample published had every sample of the dataset skipped (each
+// epoch's order holds every sample not known bad): nothing can be made
+// again, and waiters get ErrNoSamples instead of waiting forever.
+// Callers hold s.mu.
 func (s *Store) endEpoch(e int) {
 	m := s.mark(e)
+	if m.outputSoFar == 0 && s.failure == nil {
+		s.failure = fmt.Errorf("producer epoch %d ended with none: %w", e, ErrNoSamples)
+	}
 	m.end, m.ended = s.samples, true
 	if !m.started {
 		m.start, m.started = s.samples, true
@@ -230,8 +262,11 @@ func (s *Store) PlanEpoch(e int, plan Plan) {
 func (s *Store) WaitNeed(ctx context.Context, e, pos int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for !s.needed(e, pos) {
-		if s.closed {
+	for !s.needed(e, pos) || s.failure != nil {
+		switch {
+		case s.failure != nil:
+			return s.failure
+		case s.closed:
 			return ErrClosed
 		}
 		s.stats.producerIdle = true

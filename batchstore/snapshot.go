@@ -18,13 +18,16 @@ type Snapshot struct {
 	PublishedBytes   int64
 	SamplesPublished uint64
 	Finished         bool // the producer has published its last batch
-	ProducerWaiting  bool // blocked because the buffer is full
-	ProducerIdle     bool // no consumer needs more samples
-	ProducerWaits    uint64
-	ProducerWait     time.Duration
-	FreeErrors       uint64
-	LastFreeError    string
-	Uptime           time.Duration
+	// Failure: why the producer stopped before the end of its data (every
+	// sample skipped, say); "" while it has not.
+	Failure         string
+	ProducerWaiting bool // blocked because the buffer is full
+	ProducerIdle    bool // no consumer needs more samples
+	ProducerWaits   uint64
+	ProducerWait    time.Duration
+	FreeErrors      uint64
+	LastFreeError   string
+	Uptime          time.Duration
 	// Unwatched: since when no consumer is active (zero while one is):
 	// the buffer is then held for whoever joins next.
 	Unwatched time.Time
@@ -74,6 +77,9 @@ func (s *Store) Snapshot() Snapshot {
 	if s.cfg.Lingering != nil {
 		snap.Lingering = s.cfg.Lingering()
 		s.lingering = max(snap.Lingering, 0)
+	}
+	if s.failure != nil {
+		snap.Failure = s.failure.Error()
 	}
 	if s.stats.lastFreeError != nil {
 		snap.LastFreeError = s.stats.lastFreeError.Error()

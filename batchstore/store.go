@@ -257,6 +257,14 @@ func (s *Store) Fail(err error) {
 	s.broadcast()
 }
 
+// Failure is why the producer stopped before the end of its data, or
+// nil.
+func (s *Store) Failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failure
+}
+
 // Shutdown fails every waiter and every later call with ErrClosed but
 // frees nothing: open leases keep reading until the file system is
 // unmounted. The FUSE server cannot unmount while a lookup is blocked, so

@@ -26,8 +26,13 @@
 //   - In GPU mode each batch also has NNNNNN.cuda, rendered by the
 //     producer's format from the leased batches; opening it takes the same
 //     lease as the batch, so release and consumption follow one rule.
-//   - Everything but mkdir/rmdir in consumers/ and unlink of a batch is
-//     read-only (EROFS).
+//   - Everything but mkdir/rmdir in consumers/, unlink of a batch and
+//     the batch being written in ingest/ is read-only (EROFS).
+//   - A batch in ingest/ is written through the daemon (DIRECT_IO, never
+//     passthrough, so never mapped), and only its writer's last close
+//     rules on it: a FLUSH comes for every close of every copy of the
+//     descriptor, and one from another process, or while the writer's
+//     process still holds a copy, does nothing (writer.go).
 //   - A released batch file's inode is pruned from the kernel (NOTIFY_PRUNE)
 //     from a goroutine the mount owns, never inside a request, so that a
 //     run forever keeps the daemon and the kernel flat.

@@ -23,6 +23,8 @@ func errno(err error) syscall.Errno {
 		return syscall.EEXIST
 	case errors.Is(err, batchstore.ErrInterrupted):
 		return syscall.EINTR
+	case errors.Is(err, batchstore.ErrNoSamples): // before ErrProducerFailed, which wraps it
+		return syscall.ENODATA
 	case errors.Is(err, batchstore.ErrEvicted), errors.Is(err, batchstore.ErrProducerFailed):
 		return syscall.EIO // the consumer's status (or status) says why
 	case errors.Is(err, batchstore.ErrBusy), errors.Is(err, batchstore.ErrWriting):
@@ -32,6 +34,8 @@ func errno(err error) syscall.Errno {
 		return syscall.EINVAL
 	case errors.Is(err, batchstore.ErrClosed):
 		return syscall.ESHUTDOWN
+	case errors.Is(err, batchstore.ErrFinal):
+		return syscall.EPERM
 	case errors.Is(err, batchstore.ErrTooLarge):
 		return syscall.EFBIG
 	case errors.Is(err, batchstore.ErrDeadlock):

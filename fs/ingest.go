@@ -2,6 +2,9 @@ package fs
 
 import (
 	"context"
+	"errors"
+	"io"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -27,16 +30,20 @@ type Ingest interface {
 	Status() ([]byte, error)
 }
 
-// IngestWriter is one batch being written into ingest/.
+// IngestWriter is one batch being written into ingest/. Its bytes come
+// through the daemon: each write is bounded by the buffer as it comes,
+// and none lands after the verdict.
 type IngestWriter interface {
-	Fd() int
-	WriteAt(p []byte, off int64) (int, error)
-	Size() (int64, error)
-	Truncate(n int64) error
-	// Flush validates and publishes (a close); its error is the close's.
-	Flush(ctx context.Context) error
-	// Release ends the writer; an unpublished batch is dropped.
-	Release()
+	WriteAt(ctx context.Context, p []byte, off int64) (int, error)
+	ReadAt(p []byte, off int64) (int, error)
+	Size() int64
+	Truncate(ctx context.Context, n int64) error
+	// Close validates and publishes (the writer's own close); its error is
+	// the close's. Later calls do nothing.
+	Close(ctx context.Context) error
+	// Release ends the writer: a batch its close left unruled is ruled,
+	// an unpublished one dropped.
+	Release(ctx context.Context)
 	// Finished: published or refused, so the name is free for a new
 	// create (which the store answers) though the kernel's release of
 	// this one may not have come yet.
@@ -122,8 +129,12 @@ func (d *ingestDir) forget(name string, f *ingestFile) {
 }
 
 // Create starts the next batch; it blocks while the buffer has no room.
+// Writes are served by the daemon (DIRECT_IO, no passthrough) so that it
+// can bound them and refuse them once the batch is final; a mapping of a
+// batch being written is refused (ENODEV).
 func (d *ingestDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
-	if c, ok := fuse.FromContext(ctx); ok && c.Uid != 0 && c.Uid != uint32(os.Geteuid()) {
+	caller, _ := fuse.FromContext(ctx)
+	if caller != nil && caller.Uid != 0 && caller.Uid != uint32(os.Geteuid()) {
 		return nil, nil, 0, syscall.EACCES
 	}
 	seq, cuda, ok := parseBatchName(name)
@@ -136,11 +147,9 @@ func (d *ingestDir) Create(ctx context.Context, name string, flags uint32, mode 
 	}
 	node := &ingestFile{w: w}
 	node.fillAttr(&out.Attr)
-	child := d.NewInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: ingestInoBase + d.creates.Add(1)})
-	h := &ingestHandle{w: w, dir: d, node: node, name: name, writes: d.writes}
-	if d.fs.path.passthrough() {
-		return child, &ingestPassthrough{h}, 0, 0
-	}
+	ino := ingestInoBase + d.creates.Add(1)
+	child := d.NewInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
+	h := &ingestHandle{w: w, dir: d, node: node, name: name, writes: d.writes, owner: writerOf(caller, ino)}
 	return child, h, fuse.FOPEN_DIRECT_IO, 0
 }
 
@@ -157,8 +166,7 @@ var (
 )
 
 func (f *ingestFile) fillAttr(attr *fuse.Attr) {
-	size, _ := f.w.Size()
-	fillFileAttr(attr, size, time.Time{})
+	fillFileAttr(attr, f.w.Size(), time.Time{})
 	attr.Mode = syscall.S_IFREG | 0o644
 	attr.Uid, attr.Gid = uint32(os.Geteuid()), uint32(os.Getegid())
 }
@@ -168,12 +176,12 @@ func (f *ingestFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fus
 	return 0
 }
 
-// Setattr applies a truncation (O_TRUNC, ftruncate); times and modes
-// that copying tools set are accepted and ignored.
+// Setattr applies a truncation (O_TRUNC, ftruncate) within the writes'
+// bounds; times and modes that copying tools set are accepted and ignored.
 func (f *ingestFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if size, ok := in.GetSize(); ok {
-		if err := f.w.Truncate(int64(size)); err != nil {
-			return syscall.EIO
+		if err := f.w.Truncate(ctx, int64(min(size, math.MaxInt64))); err != nil {
+			return errno(err)
 		}
 	}
 	f.fillAttr(&out.Attr)
@@ -187,13 +195,15 @@ func (f *ingestFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle,
 	return nil, 0, syscall.EBUSY
 }
 
-// ingestHandle is the writer's open file.
+// ingestHandle is the writer's open file, which every copy of its
+// descriptor shares (dup, fork, SCM_RIGHTS).
 type ingestHandle struct {
 	w      IngestWriter
 	dir    *ingestDir
 	node   *ingestFile
 	name   string
 	writes *atomic.Uint64
+	owner  writer
 }
 
 var (
@@ -203,42 +213,38 @@ var (
 	_ = (fusefs.FileReader)((*ingestHandle)(nil))
 )
 
-// Write serves writes when passthrough is off.
 func (h *ingestHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.writes.Add(1)
-	n, err := h.w.WriteAt(data, off)
-	if err != nil {
-		return uint32(n), syscall.EIO
-	}
-	return uint32(n), 0
+	n, err := h.w.WriteAt(ctx, data, off)
+	return uint32(n), errno(err)
 }
 
 // Read lets a writer read back what it wrote (cp may).
 func (h *ingestHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return fuse.ReadResultFd(uintptr(h.w.Fd()), off, len(dest)), 0
+	n, err := h.w.ReadAt(dest, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, errno(err)
+	}
+	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// Flush is the writer's close: the batch is validated and published, or
-// refused with the errno the close returns.
+// Flush comes for every close of every copy of the descriptor. Only the
+// writer's own last close rules on the batch (see writer.lastClose); the
+// close of a copy elsewhere (a subprocess, a dup) neither publishes nor
+// refuses.
 func (h *ingestHandle) Flush(ctx context.Context) syscall.Errno {
-	return errno(h.w.Flush(ctx))
+	caller, _ := fuse.FromContext(ctx)
+	if !h.owner.lastClose(caller) {
+		return 0
+	}
+	return errno(h.w.Close(ctx))
 }
 
 func (h *ingestHandle) Release(ctx context.Context) syscall.Errno {
-	h.w.Release()
+	h.w.Release(ctx)
 	h.dir.forget(h.name, h.node) // unless a later create has the name
 	return 0
 }
-
-// ingestPassthrough lets the kernel write the batch's memory-backed file
-// itself: the daemon sees only the create, the flush and the release.
-type ingestPassthrough struct {
-	*ingestHandle
-}
-
-var _ = (fusefs.FilePassthroughFder)((*ingestPassthrough)(nil))
-
-func (h *ingestPassthrough) PassthroughFd() (int, bool) { return h.w.Fd(), true }
 
 // waitingFile is a file whose content is made at open, which may wait
 // (ingest/order): its size is unknown until then, so it is served with

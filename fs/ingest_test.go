@@ -50,10 +50,15 @@ type refusedWriter struct {
 	finished bool // under s.mu
 }
 
-func (w *refusedWriter) Size() (int64, error)   { return w.Stat() }
-func (w *refusedWriter) Truncate(n int64) error { return w.SetSize(n) }
+func (w *refusedWriter) WriteAt(_ context.Context, p []byte, off int64) (int, error) {
+	return w.File.WriteAt(p, off)
+}
+func (w *refusedWriter) Size() int64 { n, _ := w.Stat(); return n }
+func (w *refusedWriter) Truncate(_ context.Context, n int64) error {
+	return w.SetSize(n)
+}
 
-func (w *refusedWriter) Flush(ctx context.Context) error {
+func (w *refusedWriter) Close(ctx context.Context) error {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
 	if n, _ := w.Stat(); n == 0 || w.finished {
@@ -69,7 +74,7 @@ func (w *refusedWriter) Finished() bool {
 	return w.finished
 }
 
-func (w *refusedWriter) Release() {
+func (w *refusedWriter) Release(context.Context) {
 	<-w.s.let
 	w.Free()
 }

@@ -146,16 +146,13 @@ func (m *Mounted) SharedPath() string {
 	return fmt.Sprintf("daemon reads (1 MiB requests, keep-cache) from %s; passthrough off: %s", p.backing, p.reason)
 }
 
-// IngestPath says how writes into ingest/ are served.
+// IngestPath says how writes into ingest/ are served: always by the
+// daemon, which bounds each batch by the buffer as it is written and
+// refuses writes once its writer's close has ruled on it.
 func (m *Mounted) IngestPath() string {
 	p := m.fs.path
-	if p.wanted {
-		if n := p.daemonWrites.Load(); n > 0 {
-			return fmt.Sprintf("passthrough into %s, but %d writes came to the daemon", p.backing, n)
-		}
-		return fmt.Sprintf("passthrough into %s (writes never enter the daemon)", p.backing)
-	}
-	return fmt.Sprintf("daemon writes into %s (%d so far); passthrough off: %s", p.backing, p.daemonWrites.Load(), p.reason)
+	return fmt.Sprintf("daemon writes into %s (%d so far): each write is charged to the buffer as it comes, and none lands after the writer's close",
+		p.backing, p.daemonWrites.Load())
 }
 
 // Passthrough reports whether opens are served by passthrough.

@@ -25,15 +25,19 @@ type building struct {
 
 // assembler turns results, taken in order, into published batches.
 type assembler struct {
-	p          *Producer
-	cur        *building
-	epochBatch map[int]int // batches published per epoch so far
-	published  uint64      // batches published, all epochs: the next one's seq
+	p   *Producer
+	cur *building
+	// epoch is the epoch of the last sample added and epochBatches the
+	// batches of it published so far: samples come in order, so one
+	// count serves (a map by epoch would grow forever with --epochs 0).
+	epoch        int
+	epochBatches int
+	published    uint64 // batches published, all epochs: the next one's seq
 }
 
 // assemble consumes results until the channel closes or ctx ends.
 func (p *Producer) assemble(ctx context.Context, pool chan<- []byte, results <-chan *task) error {
-	a := &assembler{p: p, epochBatch: map[int]int{}}
+	a := &assembler{p: p}
 	defer a.abandon()
 	waiting := map[uint64]*task{}
 	var next uint64
@@ -59,6 +63,9 @@ func (p *Producer) assemble(ctx context.Context, pool chan<- []byte, results <-c
 // add places one result; it publishes when the batch is full or the
 // epoch is over.
 func (a *assembler) add(ctx context.Context, t *task) error {
+	if t.epoch != a.epoch {
+		a.epoch, a.epochBatches = t.epoch, 0
+	}
 	if t.err == nil {
 		if a.cur == nil {
 			if err := a.start(ctx, t); err != nil {
@@ -94,9 +101,9 @@ func (a *assembler) start(ctx context.Context, t *task) error {
 	f, err := a.p.alloc.Create(int64(l.size))
 	if err != nil {
 		res.Cancel()
-		return fmt.Errorf("allocate batch %d of epoch %d: %w", a.epochBatch[t.epoch], t.epoch, err)
+		return fmt.Errorf("allocate batch %d of epoch %d: %w", a.epochBatches, t.epoch, err)
 	}
-	a.cur = &building{res: res, file: f, layout: l, epoch: t.epoch, index: a.epochBatch[t.epoch], firstPos: t.pos}
+	a.cur = &building{res: res, file: f, layout: l, epoch: t.epoch, index: a.epochBatches, firstPos: t.pos}
 	return nil
 }
 
@@ -141,7 +148,7 @@ func (a *assembler) publish(ctx context.Context, last bool) error {
 		blob.Free()
 		return fmt.Errorf("publish batch %d of epoch %d: %w", b.index, b.epoch, err)
 	}
-	a.epochBatch[b.epoch]++
+	a.epochBatches++
 	a.published++
 	return nil
 }

@@ -36,7 +36,7 @@ func benchAssemble(b *testing.B, alloc *memfile.Allocator) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	a := &assembler{p: p, epochBatch: map[int]int{}}
+	a := &assembler{p: p}
 	defer a.abandon()
 	sample := make([]byte, 3*S*S)
 	ctx := context.Background()

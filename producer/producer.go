@@ -165,7 +165,7 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 		}
 		order = p.plan(epoch, order)
 		if len(order) == 0 {
-			return fmt.Errorf("epoch %d: no decodable image in %s (%d skipped)", epoch, p.cfg.Source.Describe(), p.stats.Skipped())
+			return fmt.Errorf("epoch %d: no decodable image in %s (%d skipped): %w", epoch, p.cfg.Source.Describe(), p.stats.Skipped(), batchstore.ErrNoSamples)
 		}
 		p.stats.beginEpoch(epoch, len(order))
 		for pos, index := range order {
@@ -188,7 +188,7 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 		// Wait for the epoch's verdicts before ordering the next one, so
 		// that samples found bad are left out of it (and of all later ones)
 		// the same way whatever the timing.
-		if err := p.stats.waitEpoch(ctx, epoch); err != nil {
+		if err := p.stats.waitEpoch(ctx); err != nil {
 			return err
 		}
 	}
@@ -200,7 +200,7 @@ func (p *Producer) work(ctx context.Context, tasks <-chan *task, results chan<- 
 	defer w.close()
 	for t := range tasks {
 		t.err = w.make(t)
-		p.stats.verdict(t.epoch, t.index, p.cfg.Source.Name(t.index), t.err)
+		p.stats.verdict(t.index, p.cfg.Source.Name(t.index), t.err)
 		select {
 		case results <- t:
 		case <-ctx.Done():

@@ -9,11 +9,14 @@ import (
 
 // Stats counts what the producer did; safe for concurrent use.
 type Stats struct {
-	mu        sync.Mutex
-	changed   chan struct{}
-	epochLen  map[int]int
-	epochDone map[int]int
+	mu      sync.Mutex
+	changed chan struct{}
+	// Only the epoch being dispatched is counted: the dispatcher waits for
+	// each epoch's last verdict before it begins the next, and a run of
+	// --epochs 0 must not keep a count for every epoch it ever made.
 	epoch     int // epoch being dispatched
+	epochLen  int // samples in its order
+	epochDone int // samples of it made or skipped
 	bad       map[int]string
 	recent    []string // the last few skip reasons
 	decoded   uint64
@@ -23,8 +26,7 @@ type Stats struct {
 
 func newStats() *Stats {
 	return &Stats{
-		changed: make(chan struct{}), epochLen: map[int]int{}, epochDone: map[int]int{},
-		bad: map[int]string{}, started: time.Now(),
+		changed: make(chan struct{}), bad: map[int]string{}, started: time.Now(),
 	}
 }
 
@@ -45,7 +47,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := StatsSnapshot{
-		Epoch: s.epoch, EpochLen: s.epochLen[s.epoch], EpochDone: s.epochDone[s.epoch],
+		Epoch: s.epoch, EpochLen: s.epochLen, EpochDone: s.epochDone,
 		Decoded: s.decoded, Skipped: len(s.bad), RecentSkips: append([]string(nil), s.recent...),
 		Elapsed: time.Since(s.started),
 	}
@@ -72,17 +74,17 @@ func (s *Stats) isBad(i int) bool {
 func (s *Stats) beginEpoch(epoch, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.epoch = epoch
-	s.epochLen[epoch] = n
+	s.epoch, s.epochLen, s.epochDone = epoch, n, 0
 }
 
 const recentSkips = 5
 
-// verdict records that sample index of epoch was made (err nil) or failed.
-func (s *Stats) verdict(epoch, index int, name string, err error) {
+// verdict records that sample index of the epoch being dispatched was
+// made (err nil) or failed.
+func (s *Stats) verdict(index int, name string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.epochDone[epoch]++
+	s.epochDone++
 	if err == nil {
 		s.decoded++
 	} else if _, seen := s.bad[index]; !seen {
@@ -93,17 +95,18 @@ func (s *Stats) verdict(epoch, index int, name string, err error) {
 			s.recent = s.recent[1:]
 		}
 	}
-	if s.epochDone[epoch] == s.epochLen[epoch] {
+	if s.epochDone == s.epochLen {
 		close(s.changed)
 		s.changed = make(chan struct{})
 	}
 }
 
-// waitEpoch blocks until every sample of epoch has a verdict.
-func (s *Stats) waitEpoch(ctx context.Context, epoch int) error {
+// waitEpoch blocks until every sample of the epoch being dispatched has
+// a verdict.
+func (s *Stats) waitEpoch(ctx context.Context) error {
 	for {
 		s.mu.Lock()
-		done := s.epochDone[epoch] == s.epochLen[epoch]
+		done := s.epochDone == s.epochLen
 		ch := s.changed
 		s.mu.Unlock()
 		if done {

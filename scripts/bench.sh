@@ -177,7 +177,6 @@ for run in $(seq "$runs"); do
 	rm -rf /dev/shm/tsock-bench && mkdir /dev/shm/tsock-bench
 	read -r ingest_side shm_side < <($py scripts/python/bench_ingest.py write "$mnt" /dev/shm/tsock-bench 24)
 	wpath=daemon-writes
-	grep -q "writes never enter the daemon" "$mnt/status" && wpath=passthrough
 	unmount
 	rm -rf /dev/shm/tsock-bench
 	record ingest_write "$ingest_side" "$shm_side" "$wpath"

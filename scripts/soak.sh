@@ -9,13 +9,73 @@
 # slack: a long run must stay flat.
 #
 #   scripts/soak.sh [SECONDS] [WORKERS]     default 300 s, 8 workers
+#
+# Forever mode: the most epochs a second (one sample, one batch an
+# epoch, --epochs 0) and one consumer reading as fast as it can. Every
+# 10 s it samples the daemon's RSS and the producer's epoch, and fails if
+# RSS grows by more than 16 KiB per 1,000 epochs after the warm-up
+# (state kept per epoch or per batch: 225 KiB per 1,000 epochs once).
+#
+#   scripts/soak.sh forever [SECONDS]         default 300 s
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 source scripts/lib.sh
+build_tsock
+
+forever() {
+	local seconds=$1 reader rows="$work/forever.txt"
+	mount_bg --source synthetic:1 --image-size 8 --batch-size 1 --epochs 0 --buffer 1MiB
+	$py - "$mnt" <<'PY' &
+import os, sys
+d = os.path.join(sys.argv[1], "consumers", "fast")
+os.mkdir(d)
+i = 0
+while True:
+    try:
+        fd = os.open(os.path.join(d, "%06d.safetensors" % i), os.O_RDONLY)
+    except OSError:  # the mount stops
+        break
+    os.read(fd, 1 << 16)
+    os.close(fd)
+    i += 1
+PY
+	reader=$!
+	local start=$(date +%s) until=$(($(date +%s) + seconds))
+	echo "     s     epoch   rss_kib" | tee "$rows"
+	while (($(date +%s) < until)); do
+		sleep 10
+		printf '%6s %9s %9s\n' "$(($(date +%s) - start))" \
+			"$($py -c 'import json,sys; print(json.load(open(sys.argv[1]))["producer"]["epoch"])' "$mnt/status.json")" \
+			"$(awk '/^VmRSS:/ { print $2 }' "/proc/$daemon/status")" | tee -a "$rows"
+	done
+	unmount
+	wait "$reader" || true
+	$py - "$rows" <<'PY'
+import sys
+rows = [list(map(int, l.split())) for l in open(sys.argv[1]).read().splitlines()[1:] if l.strip()]
+after = rows[len(rows) // 3:]  # past the warm-up
+epochs = after[-1][1] - after[0][1]
+if len(after) < 3 or epochs < 1000:
+    sys.exit(f"soak forever: only {epochs} epochs after the warm-up: too few to measure")
+# The least-squares slope of RSS over epochs: one sample is noise (the
+# collector's cycles move RSS by a MiB), the trend is growth.
+n = len(after)
+mx, my = sum(r[1] for r in after) / n, sum(r[2] for r in after) / n
+per = 1000 * sum((r[1] - mx) * (r[2] - my) for r in after) / sum((r[1] - mx) ** 2 for r in after)
+print(f"soak forever: {rows[-1][1]} epochs in {rows[-1][0]} s; RSS {after[0][2]} KiB after warm-up (epoch {after[0][1]}), "
+      f"{rows[-1][2]} KiB at the end: {per:+.1f} KiB per 1,000 epochs (least squares over {n} samples)")
+if per > 16:
+    sys.exit("soak forever: RSS grows with the epochs")
+PY
+}
+if [[ ${1:-} == forever ]]; then
+	forever "${2:-300}"
+	exit
+fi
+
 seconds=${1:-300}
 workers=${2:-8}
-build_tsock
 shmem0=$(shmem)
 mount_bg --source synthetic:2000 --image-size 64 --batch-size 32 --epochs 0 --buffer 64MiB --consumer-timeout 2s
 until=$(($(date +%s) + seconds))

@@ -109,7 +109,7 @@ func TestKilledDaemonLeavesNoBatchMount(t *testing.T) {
 	if err := publish(d, 0, sampleBatch(t, nil, 0, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if st := readFile(t, filepath.Join(d.dir, "status")); !strings.Contains(st, "passthrough into tmpfs") {
+	if st := readFile(t, filepath.Join(d.dir, "status")); !strings.Contains(st, "daemon writes into tmpfs") {
 		t.Fatalf("the batches are not on tsock's tmpfs:\n%s", st)
 	}
 	if err := d.cmd.Process.Kill(); err != nil {

@@ -28,12 +28,18 @@ import (
 //
 // With TSOCK_TEST_VICTIM=FILE it maps FILE, says "mapped" and waits to be
 // killed.
+//
+// With TSOCK_TEST_HOLDER=1 it holds the descriptor it inherits as fd 3
+// (a copy of an ingest writer's): see holderProcess.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("TSOCK_TEST_CONSUMER"); dir != "" {
 		os.Exit(consumerProcess(dir, os.Getenv("TSOCK_TEST_OUT")))
 	}
 	if file := os.Getenv("TSOCK_TEST_VICTIM"); file != "" {
 		os.Exit(victimProcess(file))
+	}
+	if os.Getenv("TSOCK_TEST_HOLDER") != "" {
+		os.Exit(holderProcess())
 	}
 	code := m.Run()
 	if venvDir != "" {
@@ -170,20 +176,26 @@ func startDaemonEnv(t *testing.T, env []string, args ...string) *daemon {
 // stop sends SIGTERM and checks a clean exit and unmount.
 func (d *daemon) stop(t *testing.T) {
 	t.Helper()
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	d.stopWith(t, syscall.SIGTERM)
+}
+
+// stopWith sends sig and checks a clean exit and unmount.
+func (d *daemon) stopWith(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-d.done:
 		d.done <- err // for Cleanup
 		if err != nil {
-			t.Fatalf("daemon exit after SIGTERM: %v\nstderr: %s", err, d.stderr)
+			t.Fatalf("daemon exit after %v: %v\nstderr: %s", sig, err, d.stderr)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("daemon did not exit in 30s after SIGTERM")
+		t.Fatalf("daemon did not exit in 30s after %v", sig)
 	}
 	if fusetest.Mounted(t, d.dir) {
-		t.Fatal("mount left behind after SIGTERM")
+		t.Fatalf("mount left behind after %v", sig)
 	}
 }
 

@@ -255,10 +255,12 @@ func (c *mountCommand) Run(ctx context.Context) error {
 	case err = <-produced:
 		produced = nil
 		if err != nil {
-			err = fmt.Errorf("producer stopped: %w", err)
-			break
+			// Readers learn why from their errno and status; a mount that
+			// vanished would tell them nothing.
+			slog.Error("producer failed: serving what is held, and the failure to readers, until unmounted", "err", err)
+		} else {
+			slog.Info("every batch produced; serving the rest until unmounted")
 		}
-		slog.Info("every batch produced; serving the rest until unmounted")
 		select {
 		case <-ctx.Done():
 		case <-c.unmounted:
@@ -276,6 +278,11 @@ func (c *mountCommand) Run(ctx context.Context) error {
 	cancel()
 	if produced != nil {
 		<-produced // it returns nil once ctx is cancelled
+	}
+	// A run whose producer failed (every sample skipped, say) exits 1,
+	// whoever ended it.
+	if failure := c.store.Failure(); failure != nil {
+		return fmt.Errorf("producer stopped: %w", failure)
 	}
 	return err
 }

@@ -87,8 +87,11 @@ func (c *mountCommand) ingestStatus(b *strings.Builder, snap batchstore.Snapshot
 	fmt.Fprintf(b, "batch size: %d (consumers' default)\n", c.cfg.BatchSize)
 	fmt.Fprintf(b, "epoch: %d of %s (%d samples of it published)\n", st.Epoch, epochs, st.Position)
 	_, state := producerState(snap, "")
-	if st.Writing == "" && state == "producing" {
+	if state == "producing" {
 		state = "waiting for a producer to write ingest/" + fmt.Sprintf("%06d.safetensors", c.ingest.Next())
+		if st.Writing != "" {
+			state = "writing " + st.Writing
+		}
 	}
 	fmt.Fprintf(b, "state: %s\n", state)
 	last := "never"
@@ -122,6 +125,9 @@ func (c *mountCommand) producerStatus(b *strings.Builder, snap batchstore.Snapsh
 // (MOUNTPOINT/state: producing, full, idle, stopped or failed) and a line
 // for people (status).
 func producerState(snap batchstore.Snapshot, failure string) (word, line string) {
+	if failure == "" {
+		failure = snap.Failure
+	}
 	switch {
 	case failure != "":
 		return "failed", "failed: " + printable(failure)

@@ -55,6 +55,9 @@ func headerOf(blob batchstore.Blob) (*Header, error) {
 // comes from blobs (the leased ones), or from the pieces' own blobs when
 // blobs is nil (only headers will be read).
 func parts(ref batchstore.Ref, blobs map[uint64]batchstore.Blob) ([]Part, error) {
+	if len(ref.Pieces) == 0 {
+		return nil, fmt.Errorf("a batch of no samples (%w)", batchstore.ErrNotFound)
+	}
 	out := make([]Part, len(ref.Pieces))
 	for i, p := range ref.Pieces {
 		blob := p.Blob

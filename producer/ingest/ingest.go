@@ -3,10 +3,14 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
@@ -51,7 +55,8 @@ type Stats struct {
 	Skipped        int
 	RecentSkips    []int
 	LastWrite      time.Time // the last publish or refusal
-	Writing        string    // the batch open for writing, if any
+	Writing        string    // the batch open for writing, if any: "NNNNNN since T, N written"
+	WritingBytes   int64     // its length so far
 	Epoch          int       // the producer epoch being written
 	Position       int       // samples (ordered: order positions) of it done
 	EpochLen       int       // ordered mode: its length
@@ -78,8 +83,9 @@ func (in *Ingest) Snapshot() Stats {
 	defer in.mu.Unlock()
 	s := in.stats
 	s.RecentSkips = append([]int(nil), s.RecentSkips...)
-	if in.writer != nil {
-		s.Writing = fmt.Sprintf("%06d since %s", in.writer.seq, in.writer.since.Format(time.RFC3339))
+	if w := in.writer; w != nil {
+		s.Writing = fmt.Sprintf("%06d since %s, %s written", w.seq, w.since.Format(time.RFC3339), humanize.IBytes(uint64(w.Size())))
+		s.WritingBytes = w.Size()
 	}
 	s.Epoch, s.Position = in.epochs.epoch, in.epochs.pos
 	if in.Ordered() {
@@ -88,14 +94,22 @@ func (in *Ingest) Snapshot() Stats {
 	return s
 }
 
-// Writer is one batch being written.
+// Writer is one batch being written. Its bytes arrive through the
+// daemon (WriteAt, Truncate), so that each write is charged to the
+// buffer as it comes and none lands after the writer's close has
+// published or refused the batch.
 type Writer struct {
 	in    *Ingest
 	seq   uint64
-	file  *memfile.File
-	res   *batchstore.Reservation
 	since time.Time
-	done  bool // published or refused: later flushes do nothing
+	res   *batchstore.Reservation
+
+	// mu orders writes (shared) against the close (exclusive): a write
+	// either lands before the verdict or fails with ErrFinal.
+	mu   sync.RWMutex
+	file *memfile.File // nil once the store has it, or once dropped
+	done bool          // published or refused: later flushes do nothing
+	size atomic.Int64  // the batch's length so far, for status
 }
 
 // Create starts batch seq, which must be the next one: it waits for
@@ -141,33 +155,86 @@ func (w *Writer) start(ctx context.Context, estimate int64) error {
 	return nil
 }
 
-// Fd is the read-write descriptor the kernel writes through
-// (passthrough) and later serves reads from.
-func (w *Writer) Fd() int { return w.file.Fd() }
-
 // Name is the batch's file name.
 func (w *Writer) Name() string { return fmt.Sprintf("%06d.safetensors", w.seq) }
 
-// WriteAt serves a write that came to the daemon.
-func (w *Writer) WriteAt(p []byte, off int64) (int, error) {
-	return w.file.WriteAt(p, off)
+// WriteAt writes p at off. The batch's room in the buffer grows with it,
+// waiting while the buffer is full as a create does; a write that would
+// take it past the whole buffer fails with ErrTooLarge (EFBIG), one after
+// the verdict with ErrFinal.
+func (w *Writer) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if err := w.room(ctx, off, int64(len(p))); err != nil {
+		return 0, err
+	}
+	n, err := w.file.WriteAt(p, off)
+	w.grew(off + int64(n))
+	return n, err
+}
+
+// Truncate sets the batch's length (open with O_TRUNC, ftruncate), with
+// WriteAt's bounds.
+func (w *Writer) Truncate(ctx context.Context, n int64) error {
+	w.mu.Lock() // a length set between two writes' checks would escape them
+	defer w.mu.Unlock()
+	if err := w.room(ctx, 0, n); err != nil {
+		return err
+	}
+	if err := w.file.SetSize(n); err != nil {
+		return err
+	}
+	w.size.Store(n)
+	return nil
+}
+
+// room checks that n bytes at off may be written, growing the
+// reservation to hold them. Callers hold w.mu.
+func (w *Writer) room(ctx context.Context, off, n int64) error {
+	if w.done || w.file == nil {
+		return fmt.Errorf("batch %06d: %w", w.seq, batchstore.ErrFinal)
+	}
+	limit := w.in.store.Limit()
+	if off < 0 || n < 0 || off > limit || n > limit-off {
+		return fmt.Errorf("batch %06d: %d bytes at %d: %w (--buffer is %d)", w.seq, n, off, batchstore.ErrTooLarge, limit)
+	}
+	if err := w.res.Grow(ctx, off+n); err != nil {
+		return fmt.Errorf("batch %06d: wait for room for %d bytes: %w", w.seq, off+n, err)
+	}
+	return nil
+}
+
+// grew notes that the batch is at least end bytes long.
+func (w *Writer) grew(end int64) {
+	for {
+		cur := w.size.Load()
+		if end <= cur || w.size.CompareAndSwap(cur, end) {
+			return
+		}
+	}
 }
 
 // Size is the batch's length so far.
-func (w *Writer) Size() (int64, error) { return w.file.Stat() }
+func (w *Writer) Size() int64 { return w.size.Load() }
 
-// Truncate sets the batch's length (open with O_TRUNC, ftruncate).
-func (w *Writer) Truncate(n int64) error { return w.file.SetSize(n) }
+// ReadAt lets the writer read back what it wrote (cp may).
+func (w *Writer) ReadAt(p []byte, off int64) (int, error) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.file == nil {
+		return 0, fmt.Errorf("batch %06d: %w", w.seq, batchstore.ErrFinal)
+	}
+	return w.file.ReadAt(p, off)
+}
 
-// Flush publishes the batch if it has been written (a close): the
-// error, if any, is what the writer's close returns. An empty file is
-// not published yet (a shell opens, dups and closes before writing).
-func (w *Writer) Flush(ctx context.Context) error {
-	in := w.in
-	in.mu.Lock()
-	done := w.done
-	in.mu.Unlock()
-	if done {
+// Close is the writer's own close: the batch is validated and published,
+// or refused with the error its close returns. An empty batch is neither
+// (a shell opens and closes before a child writes); Release then decides.
+// Once ruled, later closes and writes change nothing.
+func (w *Writer) Close(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done || w.file == nil {
 		return nil
 	}
 	size, err := w.file.Stat()
@@ -177,6 +244,7 @@ func (w *Writer) Flush(ctx context.Context) error {
 	// Any failure, an interrupted wait for room included, refuses the
 	// batch: its number can be written again.
 	err = w.publish(ctx, size)
+	in := w.in
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	w.done = true
@@ -194,35 +262,39 @@ func (w *Writer) Flush(ctx context.Context) error {
 // Finished reports whether the batch was published or refused: either
 // way this writer is done with its number.
 func (w *Writer) Finished() bool {
-	w.in.mu.Lock()
-	defer w.in.mu.Unlock()
+	w.mu.RLock()
+	defer w.mu.RUnlock()
 	return w.done
 }
 
-// Release ends the writer (the kernel's last close): an unpublished
+// Release ends the writer (the kernel's release, once every descriptor
+// and mapping of it is gone). A batch its writer's close left unruled
+// (empty then, written later by a process it handed the descriptor to) is
+// ruled now, the verdict going to ingest/status alone; an unpublished
 // batch is dropped and its number can be written again.
-func (w *Writer) Release() {
+func (w *Writer) Release(ctx context.Context) {
+	if err := w.Close(ctx); err != nil {
+		slog.Info("ingested batch refused at its release", "batch", w.Name(), "err", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	in := w.in
 	in.mu.Lock()
-	published := w.done && w.res == nil
 	if in.writer == w {
 		in.writer = nil
 	}
 	in.mu.Unlock()
-	if !published && w.res != nil {
-		w.res.Cancel()
-	}
-	if !published && w.file != nil {
+	w.res.Cancel() // a no-op once published
+	if w.file != nil {
 		w.file.Free()
+		w.file = nil
 	}
+	w.done = true
 }
 
 // publish validates the batch of size bytes and hands it to the store.
 func (w *Writer) publish(ctx context.Context, size int64) error {
 	in := w.in
-	if size > in.store.Limit() {
-		return fmt.Errorf("%d bytes: %w (--buffer is %d)", size, batchstore.ErrTooLarge, in.store.Limit())
-	}
 	h, err := batchfile.Parse(w.file, size)
 	if err != nil {
 		return fmt.Errorf("%w: %v", batchstore.ErrBadBatch, err)
@@ -253,9 +325,9 @@ func (w *Writer) publish(ctx context.Context, size int64) error {
 		w.file = nil
 		return err
 	}
+	w.file = nil // the store's now
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	w.res = nil
 	commit()
 	in.next++
 	in.largest = max(in.largest, h.Size())

@@ -56,6 +56,8 @@ class Mount:
     unmounted) by the test's cleanup."""
 
     def __init__(self, test, *args):
+        self.exit_code = 0  # at SIGTERM; 1 once its producer failed
+        self.test = test
         self.dir = tempfile.mkdtemp(prefix="tsock-py-")
         self.proc = subprocess.Popen([tsock_binary(), "mount", self.dir, *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -66,6 +68,15 @@ class Mount:
 
     def path(self, *parts):
         return os.path.join(self.dir, *parts)
+
+    def watchdog(self, seconds):
+        """Stops the daemon after seconds, so that a read that would wait
+        forever fails the test (ESHUTDOWN) instead of hanging it."""
+        import threading
+
+        timer = threading.Timer(seconds, self.proc.send_signal, (signal.SIGTERM,))
+        timer.start()
+        self.test.addCleanup(timer.cancel)
 
     def status(self):
         with open(self.path("status")) as f:
@@ -79,7 +90,7 @@ class Mount:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 test.fail("daemon did not stop in 30s after SIGTERM")
-            test.assertEqual(code, 0, self.proc.stderr.read())
+            test.assertEqual(code, self.exit_code, self.proc.stderr.read())
         self.proc.stdout.close()
         self.proc.stderr.close()
         with open("/proc/mounts") as f:
@@ -317,6 +328,24 @@ class _Tokens:
         return {"tok": np.full(i % 4, i, np.int32), "y": i}
 
 
+class _Numbers:
+    """Sample i is {"x": i}."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return {"x": np.int64(i)}
+
+
+class _Failing(_Numbers):
+    def __getitem__(self, i):
+        raise OSError("unreadable")
+
+
 def _collate_tokens(items):
     import torch
 
@@ -396,6 +425,65 @@ class IngestTest(unittest.TestCase):
         self.assertFalse(server.is_alive())
         with open(m.path("ingest", "status")) as f:
             self.assertIn("skipped samples: 1", f.read())
+
+    def test_serve_with_subprocesses_mid_write_gives_exact_epochs(self):
+        """A thread spawning subprocesses while serve writes (each child
+        closes its copies of the batch file being written) changes no
+        batch: every epoch is whole."""
+        import threading
+
+        m = Mount(self, "--ingest", "--samples", "3000", "--batch-size", "64", "--epochs", "2", "--buffer", "4MiB")
+        stop = threading.Event()
+
+        def spawn():
+            while not stop.is_set():
+                subprocess.run(["true"])
+
+        spawner = threading.Thread(target=spawn)
+        spawner.start()
+        self.addCleanup(spawner.join)
+        self.addCleanup(stop.set)
+        server = threading.Thread(target=tsock.serve, args=(m.dir, _Numbers(3000)), kwargs={"batch_size": 64, "epochs": 2})
+        server.start()
+        m.watchdog(120)
+        with tsock.Consumer(m.dir) as c:
+            for epoch in c.epochs():
+                seen = sorted(int(v) for b in epoch for v in b["x"])
+                self.assertEqual(seen, list(range(3000)))
+        server.join(60)
+        self.assertFalse(server.is_alive())
+        with open(m.path("ingest", "status")) as f:
+            st = f.read()
+        self.assertIn("refused: 0\n", st)
+        self.assertIn("skipped samples: 0\n", st)
+
+    def test_serve_of_samples_that_all_fail_raises(self):
+        """Every __getitem__ raises: serve raises, and so does a consumer,
+        both naming the skips; neither waits forever."""
+        import threading
+
+        for epochs in ("1", "2"):
+            m = Mount(self, "--ingest", "--samples", "20", "--batch-size", "4", "--epochs", epochs)
+            m.exit_code = 1
+            c = tsock.Consumer(m.dir)
+            errors = []
+
+            def run():
+                try:
+                    tsock.serve(m.dir, _Failing(20), batch_size=4)
+                except tsock.TsockError as e:
+                    errors.append(e)
+
+            server = threading.Thread(target=run)
+            server.start()
+            m.watchdog(60)
+            with self.assertRaisesRegex(tsock.TsockError, "every sample of the dataset was skipped"):
+                list(c)
+            c.close()
+            server.join(60)
+            self.assertFalse(server.is_alive(), "serve still running")
+            self.assertEqual(len(errors), 1, "serve returned as if it had succeeded")
+            self.assertIn("every sample of the dataset was skipped", str(errors[0]))
 
     def test_serve_iterable_keeps_tuples_and_bfloat16(self):
         import torch

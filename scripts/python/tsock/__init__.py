@@ -321,7 +321,7 @@ class Consumer:
             self._check_end()
             return None
         except OSError as e:
-            if e.errno == errno.EIO:
+            if e.errno in (errno.EIO, errno.ENODATA):  # ENODATA: every sample was skipped
                 if _state(os.path.join(self.dir, "state")) == "evicted":
                     why = self.status().get("evicted", "")
                     raise TsockError(f"consumer {self.name} was evicted: {why}") from None
@@ -635,6 +635,9 @@ class Producer:
         the daemon stops, else the errno with ingest/status's reason."""
         if e.errno in _GONE:
             return MountClosed(f"{self.mount}: the tsock daemon stopped ({e.strerror})")
+        if e.errno == errno.ENODATA:
+            return TsockError(f"{self.mount}: {what}: no samples left: every sample of the dataset was skipped "
+                              f"(see ingest/status)")
         try:
             why = _read_status(os.path.join(self.dir, "status"), self.mount).get("last refusal", "see ingest/status")
         except TsockError:
@@ -649,7 +652,9 @@ def serve(mount: Path, dataset: Any, batch_size: int = 256, num_workers: int = 0
     `tsock mount --ingest --samples len(dataset)`: a DataLoader whose
     batch sampler is tsock's order, publishing every batch. A sample whose
     __getitem__ raises is skipped (tsock counts it and leaves it out of
-    later epochs). Returns after `epochs` producer epochs if given, else
+    later epochs); when every sample is, it raises TsockError, as the
+    consumers do: no run reports success for epochs it could not make.
+    Returns after `epochs` producer epochs if given, else
     when the mount stops (the daemon's SIGTERM or unmount): a late joiner
     can always ask for more, so there is no other natural end.
     """
