@@ -9,6 +9,11 @@
 // memory never exceeds --buffer; when the buffer is full the assembler
 // blocks, then the workers run out of sample buffers and block too.
 //
+// Sources: an ImageFolder (Folder), WebDataset tar shards on a local disk
+// (Shards: indexed once at open by package wds, each image then read by
+// one ranged read), and synthetic images. A Source numbers its samples
+// once and for all; everything downstream knows only those numbers.
+//
 // Invariants:
 //   - Each epoch holds every decodable sample exactly once; a batch never
 //     straddles two epochs; only an epoch's last batch may be short.
@@ -22,4 +27,8 @@
 //     epoch 0); later decodes read only the crop's region.
 //   - In GPU mode a batch's data is on its GPU slab before it is
 //     published, and the slab is returned only when the batch is freed.
+//   - A run forever keeps no state per epoch: only the epoch being made
+//     is counted (Stats, the assembler), so memory stays flat.
+//   - When every sample is skipped the pipeline stops with an error that
+//     wraps batchstore.ErrNoSamples and names the source and the count.
 package producer

@@ -159,13 +159,20 @@ func (p *Producer) Run(ctx context.Context) error {
 func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- *task) error {
 	var seq uint64
 	var order []int
+	// A store that ran out of samples says so in its own words; this
+	// names the source and the count.
+	noSamples := func(epoch int, err error) error {
+		return fmt.Errorf("epoch %d: no decodable image in %s (%d skipped): %w", epoch, p.cfg.Source.Describe(), p.stats.Skipped(), err)
+	}
 	for epoch := 0; ; epoch++ {
-		if err := p.store.WaitNeed(ctx, epoch, 0); err != nil {
+		if err := p.store.WaitNeed(ctx, epoch, 0); errors.Is(err, batchstore.ErrNoSamples) {
+			return noSamples(epoch, err)
+		} else if err != nil {
 			return err
 		}
 		order = p.plan(epoch, order)
 		if len(order) == 0 {
-			return fmt.Errorf("epoch %d: no decodable image in %s (%d skipped): %w", epoch, p.cfg.Source.Describe(), p.stats.Skipped(), batchstore.ErrNoSamples)
+			return noSamples(epoch, batchstore.ErrNoSamples)
 		}
 		p.stats.beginEpoch(epoch, len(order))
 		for pos, index := range order {

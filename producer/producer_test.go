@@ -200,8 +200,8 @@ func TestAllInputsBadStopsWithAnError(t *testing.T) {
 	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*2))
 	p, _ := producer.New(cfg, store, memfile.NewMemFD())
 	err = p.Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "no decodable image") {
-		t.Fatalf("got %v, want a no-decodable-image error", err)
+	if !errors.Is(err, batchstore.ErrNoSamples) || !strings.Contains(err.Error(), "no decodable image in "+dir+" (1 skipped)") {
+		t.Fatalf("got %v, want a no-decodable-image error naming the skips", err)
 	}
 }
 

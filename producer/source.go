@@ -24,8 +24,9 @@ type Source interface {
 	Load(i int, dst *RGB, scratch *[]byte) error
 }
 
-// Open parses a --source value: a directory in ImageFolder form, or
-// "synthetic:N" for N generated images.
+// Open parses a --source value: a directory in ImageFolder form, tar
+// shards in WebDataset form (a path, glob or brace pattern ending in
+// .tar), or "synthetic:N" for N generated images.
 func Open(spec string) (Source, error) {
 	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
 		n, err := strconv.Atoi(rest)
@@ -36,6 +37,9 @@ func Open(spec string) (Source, error) {
 	}
 	if spec == "" {
 		return nil, fmt.Errorf("source: no directory given")
+	}
+	if IsShardSpec(spec) {
+		return OpenShards(spec)
 	}
 	return ScanFolder(spec)
 }

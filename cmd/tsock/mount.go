@@ -69,7 +69,7 @@ func (c *mountCommand) Parse(args []string) error {
 	f := newFlagSet("mount")
 	c.flags = f
 	var layout, transform, straggler, join string
-	f.StringVar(&c.source, "source", "", "image folder in ImageFolder form, or synthetic:N")
+	f.StringVar(&c.source, "source", "", "image folder in ImageFolder form, WebDataset tar shards ('DIR/train-{000000..000099}.tar', globs too), or synthetic:N")
 	f.BoolVar(&c.ingestMode, "ingest", false, "batches come from outside: producers write them into MOUNTPOINT/ingest/")
 	f.IntVar(&c.ingestCfg.Samples, "samples", 0, "with --ingest: dataset size N; tsock owns the order (ingest/order) and every epoch is exact")
 	f.StringVar(&c.order, "order", "shuffle", "with --ingest --samples: shuffle (each epoch, from --seed) or sequential")

@@ -11,6 +11,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/producer"
 )
 
 // status renders MOUNTPOINT/status: one "key: value" per line.
@@ -64,6 +65,17 @@ func (c *mountCommand) status() ([]byte, error) {
 		fmt.Fprintf(&b, "skipped inputs: %d\n", ps.Skipped)
 		for _, s := range ps.RecentSkips {
 			fmt.Fprintf(&b, "  skipped: %s\n", printable(s))
+		}
+		var src producer.Source = c.cfg.Source
+		if cached, ok := src.(*producer.Cache); ok {
+			src = cached.EncodedSource
+		}
+		if sh, ok := src.(interface{ Skipped() []string }); ok && len(sh.Skipped()) > 0 {
+			left := sh.Skipped()
+			fmt.Fprintf(&b, "left out when the shards were indexed: %d\n", len(left))
+			for _, s := range left[:min(len(left), 3)] {
+				fmt.Fprintf(&b, "  left out: %s\n", printable(s))
+			}
 		}
 	}
 	if snap.FreeErrors > 0 {

@@ -1,8 +1,10 @@
 package producertest
 
 import (
+	"archive/tar"
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"image"
 	"image/png"
@@ -99,4 +101,50 @@ func hugePNGHeader() []byte {
 	}
 	binary.BigEndian.PutUint32(b[29:], crc32.ChecksumIEEE(b[12:29]))
 	return b
+}
+
+// Shards writes the samples of ImageFolder dir, in its order, as
+// WebDataset tar shards of perShard samples each (KEY.jpg and KEY.cls,
+// KEY the sample's index) in a new temp dir, and returns a brace spec
+// naming them all.
+func Shards(t testing.TB, dir string, perShard int) string {
+	t.Helper()
+	src, err := producer.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	n := (src.Len() + perShard - 1) / perShard
+	for s := range n {
+		f, err := os.Create(filepath.Join(out, fmt.Sprintf("shard-%03d.tar", s)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := tar.NewWriter(f)
+		for i := s * perShard; i < min((s+1)*perShard, src.Len()); i++ {
+			img, err := os.ReadFile(src.Name(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cls := []byte(fmt.Sprintf("%d\n", src.Label(i)))
+			for _, m := range []struct {
+				ext  string
+				data []byte
+			}{{filepath.Ext(src.Name(i)), img}, {".cls", cls}} {
+				if err := w.WriteHeader(&tar.Header{Name: fmt.Sprintf("%06d%s", i, m.ext), Mode: 0o644, Size: int64(len(m.data))}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.Write(m.data); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fmt.Sprintf("%s/shard-{000..%03d}.tar", out, n-1)
 }
