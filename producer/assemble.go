@@ -3,11 +3,13 @@ package producer
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/producer/batchfile"
+	"github.com/tsock/tsock/producer/remote"
 )
 
 // building is the batch being filled.
@@ -63,6 +65,9 @@ func (p *Producer) assemble(ctx context.Context, pool chan<- []byte, results <-c
 // add places one result; it publishes when the batch is full or the
 // epoch is over.
 func (a *assembler) add(ctx context.Context, t *task) error {
+	if errors.Is(t.err, remote.ErrUnavailable) {
+		return fmt.Errorf("sample %s: %w", a.p.cfg.Source.Name(t.index), t.err)
+	}
 	if t.epoch != a.epoch {
 		a.epoch, a.epochBatches = t.epoch, 0
 	}

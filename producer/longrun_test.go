@@ -11,6 +11,36 @@ import (
 	"github.com/tsock/tsock/producer"
 )
 
+// running is a producer at work over a store of three batches, with
+// one consumer "c" joined.
+type running struct {
+	store  *batchstore.Store
+	p      *producer.Producer
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan error // Run's result
+}
+
+// startProducer runs a producer over cfg for at most timeout; the
+// test's end stops it and closes the store.
+func startProducer(t *testing.T, cfg producer.Config, timeout time.Duration) *running {
+	t.Helper()
+	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*3))
+	t.Cleanup(func() { store.Close() })
+	p, err := producer.New(cfg, store, memfile.NewMemFD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Join("c"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	r := &running{store: store, p: p, ctx: ctx, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- p.Run(ctx) }()
+	return r
+}
+
 // liveHeap is the heap that a full collection leaves: what the process
 // keeps, not what it has yet to collect.
 func liveHeap() uint64 {
@@ -29,22 +59,11 @@ func TestForeverKeepsTheHeapFlat(t *testing.T) {
 	const warm, measured = 1000, 4000
 	cfg := config(producer.NewSynthetic(1, 1), 1, 0, 1)
 	cfg.ImageSize = 4
-	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*3))
-	defer store.Close()
-	p, err := producer.New(cfg, store, memfile.NewMemFD())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Join("c"); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	r := startProducer(t, cfg, 3*time.Minute)
+	store, ctx := r.store, r.ctx
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		r.cancel()
+		if err := <-r.done; err != nil {
 			t.Errorf("producer: %v", err)
 		}
 	}()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dustin/go-humanize"
 	"golang.org/x/sys/unix"
 
 	"github.com/tsock/tsock/producer/wds"
@@ -21,6 +22,7 @@ import (
 // is then read alone, by a ranged read of its image member.
 type Shards struct {
 	spec    string
+	files   shardFiles
 	paths   []string
 	samples []shardSample
 	keys    []byte   // every sample's key, one after the other
@@ -51,17 +53,23 @@ func IsShardSpec(spec string) bool { return strings.HasSuffix(spec, ".tar") }
 // breaks off keeps the samples before the break, and the rest is
 // counted as skipped.
 func OpenShards(spec string) (*Shards, error) {
-	paths, err := shardPaths(spec)
+	return openShards(spec, spec, localShards{})
+}
+
+// openShards indexes the shards that pattern names in files, as many at
+// a time as files allows; spec is what the user wrote, for messages.
+func openShards(spec, pattern string, files shardFiles) (*Shards, error) {
+	paths, err := files.paths(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
 	}
 	indexes := make([]shardIndex, len(paths))
 	var wg sync.WaitGroup
 	next := make(chan int)
-	for range min(runtime.NumCPU(), len(paths)) {
+	for range min(files.parallel(), len(paths)) {
 		wg.Go(func() {
 			for i := range next {
-				indexes[i] = indexShard(paths[i])
+				indexes[i] = files.index(paths[i])
 			}
 		})
 	}
@@ -70,7 +78,7 @@ func OpenShards(spec string) (*Shards, error) {
 	}
 	close(next)
 	wg.Wait()
-	s := &Shards{spec: spec, paths: paths}
+	s := &Shards{spec: spec, files: files, paths: paths}
 	for i, ix := range indexes {
 		if ix.err != nil {
 			return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), ix.err)
@@ -92,9 +100,40 @@ func OpenShards(spec string) (*Shards, error) {
 	return s, nil
 }
 
-// shardPaths expands spec into shard paths, in order: braces first, then
-// each name's glob matches, sorted.
-func shardPaths(spec string) ([]string, error) {
+// shardFiles is where shards are: a local disk, an object store.
+type shardFiles interface {
+	// paths expands a spec into shard names, in order.
+	paths(spec string) ([]string, error)
+	// parallel is how many shards to index at once.
+	parallel() int
+	// index reads one shard's index.
+	index(name string) shardIndex
+	// readAt reads len(p) bytes of shard name at off, exactly.
+	readAt(name string, p []byte, off int64) error
+}
+
+// localShards are shards on a local disk.
+type localShards struct{}
+
+func (localShards) paths(spec string) ([]string, error) { return expandShards(spec, filepath.Glob) }
+func (localShards) parallel() int                       { return runtime.NumCPU() }
+func (localShards) index(path string) shardIndex        { return indexShard(path) }
+
+func (localShards) readAt(path string, p []byte, off int64) error {
+	f, err := openRegular(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(p, off); err != nil {
+		return fmt.Errorf("read %d bytes at %d: %w", len(p), off, err)
+	}
+	return nil
+}
+
+// expandShards expands spec into shard names, in order: braces first,
+// then each name's glob matches, sorted.
+func expandShards(spec string, glob func(string) ([]string, error)) ([]string, error) {
 	names, err := wds.Expand(spec)
 	if err != nil {
 		return nil, err
@@ -103,7 +142,7 @@ func shardPaths(spec string) ([]string, error) {
 	for _, name := range names {
 		matches := []string{name}
 		if strings.ContainsAny(name, "*?[") {
-			if matches, err = filepath.Glob(name); err != nil || len(matches) == 0 {
+			if matches, err = glob(name); err != nil || len(matches) == 0 {
 				return nil, fmt.Errorf("no shard matches %s", strconv.Quote(name))
 			}
 			sort.Strings(matches)
@@ -191,6 +230,18 @@ func (s *Shards) Name(i int) string {
 	return s.paths[s.samples[i].shard] + ":" + string(s.keys[from:s.keyEnds[i]])
 }
 
+// Remote says where the shards are and what reading them took, for
+// status; "" for a local disk.
+func (s *Shards) Remote() string {
+	f, ok := s.files.(s3Shards)
+	if !ok {
+		return ""
+	}
+	st := &f.store.Stats
+	return fmt.Sprintf("%s: %d requests, %d retried, %d failed, %s read", f, st.Requests.Load(), st.Retries.Load(),
+		st.Failures.Load(), humanize.IBytes(uint64(st.Bytes.Load())))
+}
+
 // Skipped lists what indexing left out, "shard: key: why".
 func (s *Shards) Skipped() []string { return s.skipped }
 
@@ -206,18 +257,13 @@ func (s *Shards) Load(i int, dst *RGB, scratch *[]byte) error {
 // Encoded implements EncodedSource: a ranged read of the image member.
 func (s *Shards) Encoded(i int, scratch *[]byte) ([]byte, error) {
 	smp := s.samples[i]
-	f, err := openRegular(s.paths[smp.shard])
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	n := int(smp.size)
 	if cap(*scratch) < n {
 		*scratch = make([]byte, n)
 	}
 	b := (*scratch)[:n]
-	if _, err := f.ReadAt(b, smp.offset); err != nil {
-		return nil, fmt.Errorf("read %d bytes at %d: %w", n, smp.offset, err)
+	if err := s.files.readAt(s.paths[smp.shard], b, smp.offset); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

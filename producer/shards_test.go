@@ -30,13 +30,19 @@ func TestShardsGiveTheFoldersBatches(t *testing.T) {
 	if shards.Len() != 30 || len(shards.Classes()) != 3 || !strings.Contains(shards.Describe(), "5 tar shards") {
 		t.Fatalf("%s: %d samples, classes %v", shards.Describe(), shards.Len(), shards.Classes())
 	}
-	a := produce(t, config(folder, 8, 2, 2))
-	b := produce(t, config(shards, 8, 2, 2))
-	if len(a) != len(b) {
-		t.Fatalf("%d batches from the folder, %d from the shards", len(a), len(b))
+	sameBatches(t, folder, shards)
+}
+
+// sameBatches: sources a and b give the same batches over two epochs,
+// byte for byte: pixels, labels and indices.
+func sameBatches(t *testing.T, a, b producer.Source) {
+	t.Helper()
+	x, y := produce(t, config(a, 8, 2, 2)), produce(t, config(b, 8, 2, 2))
+	if len(x) != len(y) {
+		t.Fatalf("%d batches from %s, %d from %s", len(x), a.Describe(), len(y), b.Describe())
 	}
-	for i := range a {
-		if !bytes.Equal(a[i].Images, b[i].Images) || fmt.Sprint(a[i].Labels, a[i].Indices) != fmt.Sprint(b[i].Labels, b[i].Indices) {
+	for i := range x {
+		if !bytes.Equal(x[i].Images, y[i].Images) || fmt.Sprint(x[i].Labels, x[i].Indices) != fmt.Sprint(y[i].Labels, y[i].Indices) {
 			t.Fatalf("batch %d differs", i)
 		}
 	}

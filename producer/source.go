@@ -1,9 +1,12 @@
 package producer
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/tsock/tsock/producer/remote"
 )
 
 // Source is a dataset: samples numbered 0..Len()-1 in a fixed order, each
@@ -28,6 +31,20 @@ type Source interface {
 // shards in WebDataset form (a path, glob or brace pattern ending in
 // .tar), or "synthetic:N" for N generated images.
 func Open(spec string) (Source, error) {
+	return OpenContext(context.Background(), spec, remote.DefaultConfig())
+}
+
+// OpenContext is Open with a context that bounds every remote request,
+// then and later (the mount's: a stopping daemon waits on no retry), and
+// how to reach an object store for s3:// sources.
+func OpenContext(ctx context.Context, spec string, s3 remote.Config) (Source, error) {
+	if IsS3Spec(spec) {
+		store, err := remote.Dial(s3)
+		if err != nil {
+			return nil, fmt.Errorf("source %q: %w", spec, err)
+		}
+		return OpenS3Shards(ctx, spec, store)
+	}
 	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
 		n, err := strconv.Atoi(rest)
 		if err != nil || n <= 0 || n > maxSynthetic {

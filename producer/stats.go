@@ -2,9 +2,12 @@ package producer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/tsock/tsock/producer/remote"
 )
 
 // Stats counts what the producer did; safe for concurrent use.
@@ -85,9 +88,11 @@ func (s *Stats) verdict(index int, name string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.epochDone++
-	if err == nil {
+	switch _, seen := s.bad[index]; {
+	case err == nil:
 		s.decoded++
-	} else if _, seen := s.bad[index]; !seen {
+	case errors.Is(err, remote.ErrUnavailable): // not the sample's fault: the pipeline stops on it
+	case !seen:
 		reason := fmt.Sprintf("%s: %v", name, err)
 		s.bad[index] = reason
 		s.recent = append(s.recent, reason)

@@ -48,3 +48,12 @@ src=$(mktemp -d)
 cp -r "$(dirname "$0")/python/pyproject.toml" "$(dirname "$0")/python/tsock" "$src"
 "$venv/bin/pip" install --quiet --no-index --no-build-isolation "$src" >/dev/null
 rm -rf "$src"
+
+# A real S3 server for the object-store tests (versitygw, POSIX backend),
+# built once from the Go module proxy (about 2 minutes): tests start it on
+# loopback (producer/remote/s3test).
+if [[ "${TSOCK_SETUP_S3:-0}" == 1 ]] && [[ ! -x /var/cache/tsock/gobin/versitygw ]]; then
+	echo "setup: building versitygw (the tests' S3 server)" >&2
+	mkdir -p /var/cache/tsock/gobin
+	(cd /tmp && GOBIN=/var/cache/tsock/gobin PATH="$PATH:/usr/local/go/bin" go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)
+fi

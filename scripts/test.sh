@@ -7,7 +7,7 @@ export PATH="$PATH:/usr/local/go/bin"
 # go-nvml's cgo code calls deprecated NVML functions: silence gcc about it.
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
 
-TSOCK_SETUP_TORCH=1 scripts/setup.sh
+TSOCK_SETUP_TORCH=1 TSOCK_SETUP_S3=1 scripts/setup.sh
 go vet ./...
 
 log=$(mktemp /tmp/tsock-test.XXXXXX)

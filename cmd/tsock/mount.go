@@ -20,6 +20,7 @@ import (
 	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/batchfile"
 	"github.com/tsock/tsock/producer/ingest"
+	"github.com/tsock/tsock/producer/remote"
 )
 
 // mountCommand is "tsock mount": it serves until a signal or umount.
@@ -46,6 +47,7 @@ type mountCommand struct {
 	ingestCfg   ingest.Config
 	order       string
 	gpuSlab     string
+	s3          remote.Config
 
 	store    *batchstore.Store
 	alloc    *memfile.Allocator
@@ -68,8 +70,10 @@ func (c *mountCommand) Usage() string {
 func (c *mountCommand) Parse(args []string) error {
 	f := newFlagSet("mount")
 	c.flags = f
+	c.s3 = remote.DefaultConfig()
 	var layout, transform, straggler, join string
-	f.StringVar(&c.source, "source", "", "image folder in ImageFolder form, WebDataset tar shards ('DIR/train-{000000..000099}.tar', globs too), or synthetic:N")
+	f.StringVar(&c.source, "source", "", "image folder in ImageFolder form, WebDataset tar shards ('DIR/train-{000000..000099}.tar', globs too; or s3://BUCKET/KEYS.tar), or synthetic:N")
+	f.StringVar(&c.s3.Endpoint, "s3-endpoint", "", "S3-compatible server for s3:// sources (http://HOST:PORT for plain HTTP); default AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then AWS")
 	f.BoolVar(&c.ingestMode, "ingest", false, "batches come from outside: producers write them into MOUNTPOINT/ingest/")
 	f.IntVar(&c.ingestCfg.Samples, "samples", 0, "with --ingest: dataset size N; tsock owns the order (ingest/order) and every epoch is exact")
 	f.StringVar(&c.order, "order", "shuffle", "with --ingest --samples: shuffle (each epoch, from --seed) or sequential")
@@ -115,7 +119,7 @@ func (c *mountCommand) Parse(args []string) error {
 }
 
 // builtInFlags only make sense with the built-in pipeline (--source).
-var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache"}
+var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "s3-endpoint"}
 
 // checkMode checks that exactly one of --source and --ingest is given,
 // with only the flags that mode uses.
@@ -222,10 +226,13 @@ func (c *mountCommand) validate() error {
 // Run mounts, produces, and serves until ctx ends or the file system is
 // unmounted from outside.
 func (c *mountCommand) Run(ctx context.Context) error {
-	if err := c.setUp(); err != nil {
+	// The source's remote requests end with Run, however it ends (a
+	// signal, umount, --idle-exit), so no retry holds the exit up.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := c.setUp(ctx); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	// Every goroutine Run starts ends before it returns, but the one that
 	// waits for the unmount: Close unmounts and waits for that one.
 	var workers sync.WaitGroup
@@ -307,12 +314,12 @@ func (c *mountCommand) watchIdle(ctx context.Context, idle chan<- struct{}) {
 }
 
 // setUp opens the source and wires store, storage, producer and mount.
-func (c *mountCommand) setUp() error {
+func (c *mountCommand) setUp(ctx context.Context) error {
 	limit, _ := parseSize("buffer", c.buffer)
 	if c.ingestMode {
 		return c.setUpIngest(limit)
 	}
-	src, err := producer.Open(c.source)
+	src, err := producer.OpenContext(ctx, c.source, c.s3)
 	if err != nil {
 		return err
 	}

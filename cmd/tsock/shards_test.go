@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/remote/s3test"
 )
 
 // TestMountServesTarShards: --source with a brace pattern of WebDataset
@@ -41,4 +43,49 @@ func TestMountServesTarShards(t *testing.T) {
 		t.Fatalf("status:\n%s", st)
 	}
 	d.stop(t)
+}
+
+// TestMountServesShardsFromS3: a mount of shards in a real S3 server on
+// loopback serves every sample, and status counts the requests without
+// showing a credential; a bucket that does not exist and wrong
+// credentials exit 1 with one line that names the problem, and no secret.
+func TestMountServesShardsFromS3(t *testing.T) {
+	server := s3test.Start(t, "data")
+	dir := producertest.Folder(t, 20, 2)
+	local := producertest.Shards(t, dir, 8)
+	if err := os.CopyFS(filepath.Join(server.Root, "data", "train"), os.DirFS(filepath.Dir(local))); err != nil {
+		t.Fatal(err)
+	}
+	spec := "s3://data/train/shard-{000..002}.tar"
+	d := startDaemon(t, "--source", spec, "--s3-endpoint", server.Endpoint, "--batch-size", "6", "--image-size", "16", "--epochs", "1")
+	reader, out := consume(t, d, "c")
+	if err := reader.Wait(); err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	batches, _ := readCopies(t, out)
+	n := 0
+	for _, b := range batches {
+		n += len(b.Indices)
+	}
+	st := readFile(t, filepath.Join(d.dir, "status"))
+	if n != 20 || !regexp.MustCompile(`(?m)^remote: http://127\.0\.0\.1:\d+, bucket data: \d+ requests, 0 retried, 0 failed`).MatchString(st) ||
+		strings.Contains(st, s3test.SecretKey) {
+		t.Fatalf("%d samples served; status:\n%s", n, st)
+	}
+	d.stop(t)
+	mp := t.TempDir()
+	for _, tc := range []struct{ spec, secret, want string }{
+		{"s3://nobucket/train/shard-000.tar", s3test.SecretKey, "not found"},
+		{"s3://data/train/shard-009.tar", s3test.SecretKey, "The specified key does not exist (not found)"},
+		{spec, "wrong-secret-value", "s3://data/train/shard-000.tar"},
+	} {
+		t.Setenv("AWS_SECRET_ACCESS_KEY", tc.secret)
+		code, out := runCLI(t, "mount", mp, "--source", tc.spec, "--s3-endpoint", server.Endpoint)
+		if code != exitError || !strings.Contains(out, tc.want) || strings.Count(strings.TrimSpace(out), "\n") != 0 || strings.Contains(out, tc.secret) {
+			t.Errorf("%s: exit %d, output %q; want exit 1, one line naming %q, no secret", tc.spec, code, out, tc.want)
+		}
+	}
+	if fusetest.Mounted(t, mp) {
+		t.Fatal("a failed mount left a mount behind")
+	}
 }

@@ -70,6 +70,9 @@ func (c *mountCommand) status() ([]byte, error) {
 		if cached, ok := src.(*producer.Cache); ok {
 			src = cached.EncodedSource
 		}
+		if r, ok := src.(interface{ Remote() string }); ok && r.Remote() != "" {
+			fmt.Fprintf(&b, "remote: %s\n", r.Remote())
+		}
 		if sh, ok := src.(interface{ Skipped() []string }); ok && len(sh.Skipped()) > 0 {
 			left := sh.Skipped()
 			fmt.Fprintf(&b, "left out when the shards were indexed: %d\n", len(left))

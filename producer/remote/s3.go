@@ -1,0 +1,240 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// Config is how to reach the store.
+type Config struct {
+	// Endpoint: "" for AWS (or AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL);
+	// "http://HOST:PORT" for a plain-HTTP server, "https://…" or a bare
+	// HOST[:PORT] for HTTPS.
+	Endpoint string
+	// Profile of the shared credentials file; "" for AWS_PROFILE or
+	// "default".
+	Profile string
+	// Attempts per request (transient faults retried), at least 1.
+	Attempts int
+	// Timeout of one attempt.
+	Timeout time.Duration
+}
+
+// DefaultConfig is what a mount uses unless told otherwise.
+func DefaultConfig() Config {
+	return Config{Attempts: 6, Timeout: 30 * time.Second}
+}
+
+// Stats counts requests; safe for concurrent use.
+type Stats struct {
+	Requests, Retries, Failures atomic.Uint64
+	Bytes                       atomic.Int64
+}
+
+// Store is one S3-compatible endpoint.
+type Store struct {
+	client   *minio.Client
+	cfg      Config
+	endpoint string // for messages: scheme and host, never credentials
+	Stats    Stats
+	backoff  func(attempt int) time.Duration
+}
+
+// Dial prepares a client for cfg: credentials from the AWS environment
+// variables, then the shared credentials file, then the instance's role.
+func Dial(cfg Config) (*Store, error) {
+	cfg.Attempts = max(cfg.Attempts, 1)
+	endpoint := cfg.Endpoint
+	if endpoint == "" {
+		endpoint = firstEnv("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+	}
+	if endpoint == "" {
+		endpoint = "https://s3.amazonaws.com"
+	}
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "https://" + endpoint
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+		return nil, fmt.Errorf("S3 endpoint %q: want http://HOST:PORT or https://HOST[:PORT]", redact(endpoint))
+	}
+	profile := cfg.Profile
+	if profile == "" {
+		profile = firstEnv("AWS_PROFILE")
+	}
+	creds := credentials.NewChainCredentials([]credentials.Provider{
+		&credentials.EnvAWS{},
+		&credentials.FileAWSCredentials{Profile: profile},
+		&credentials.IAM{},
+	})
+	client, err := minio.New(u.Host, &minio.Options{
+		Creds: creds, Secure: u.Scheme == "https", Region: firstEnv("AWS_REGION", "AWS_DEFAULT_REGION"),
+		MaxRetries:   1,                      // tsock retries, and counts
+		BucketLookup: minio.BucketLookupAuto, // virtual-hosted for AWS, path-style for IPs and other servers
+	})
+	if err != nil {
+		return nil, fmt.Errorf("S3 endpoint %s: %w", u.Scheme+"://"+u.Host, err)
+	}
+	return &Store{client: client, cfg: cfg, endpoint: u.Scheme + "://" + u.Host, backoff: backoff}, nil
+}
+
+// Endpoint names the server, for status.
+func (s *Store) Endpoint() string { return s.endpoint }
+
+func firstEnv(names ...string) string {
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// redact drops anything that may be a secret from a URL for a message.
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		u.User = url.User("REDACTED")
+		return u.String()
+	}
+	return raw
+}
+
+// backoff is the wait before attempt k (from 1): 50 ms doubling, at most 2 s.
+func backoff(k int) time.Duration {
+	return min(50*time.Millisecond<<min(k-1, 6), 2*time.Second)
+}
+
+// do runs op until it succeeds, fails for good, or runs out of attempts.
+func (s *Store) do(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	var err error
+	for k := 1; k <= s.cfg.Attempts; k++ {
+		if k > 1 {
+			s.Stats.Retries.Add(1)
+			select {
+			case <-time.After(s.backoff(k - 1)):
+			case <-ctx.Done():
+				return fmt.Errorf("%s: %w", what, ctx.Err())
+			}
+		}
+		s.Stats.Requests.Add(1)
+		attempt, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		err = op(attempt)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || !transient(err) {
+			s.Stats.Failures.Add(1)
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	s.Stats.Failures.Add(1)
+	return fmt.Errorf("%s: %w after %d attempts: %w", what, ErrUnavailable, s.cfg.Attempts, err)
+}
+
+// ErrNotFound: no such key or bucket.
+var ErrNotFound = errors.New("not found")
+
+// ErrUnavailable: the store kept failing in ways that should pass
+// (timeouts, resets, 5xx, throttling) for every attempt. It says nothing
+// of the data, so it must not be taken for a bad sample.
+var ErrUnavailable = errors.New("the object store did not answer")
+
+// transient says whether a failed attempt may succeed if tried again.
+func transient(err error) bool {
+	var resp minio.ErrorResponse
+	if errors.As(err, &resp) {
+		switch {
+		case resp.StatusCode == 0:
+			return true // no answer: the connection broke
+		case resp.StatusCode >= 500, resp.StatusCode == 429, resp.Code == "SlowDown", resp.Code == "RequestTimeout":
+			return true
+		}
+		return false
+	}
+	return !errors.Is(err, ErrNotFound) // network errors, short bodies, timeouts
+}
+
+// permanent gives an error response its meaning.
+func permanent(err error) error {
+	var resp minio.ErrorResponse
+	if errors.As(err, &resp) {
+		switch resp.Code {
+		case "NoSuchKey", "NoSuchBucket":
+			return fmt.Errorf("%s (%w)", strings.TrimSuffix(resp.Message, "."), ErrNotFound)
+		}
+		if resp.StatusCode == 404 {
+			return fmt.Errorf("%s (%w)", strings.TrimSuffix(resp.Message, "."), ErrNotFound)
+		}
+	}
+	return err
+}
+
+// ReadAt reads len(p) bytes of bucket/key at off: exactly, or an error.
+func (s *Store) ReadAt(ctx context.Context, bucket, key string, p []byte, off int64) error {
+	return s.do(ctx, fmt.Sprintf("s3://%s/%s: %d bytes at %d", bucket, key, len(p), off), func(ctx context.Context) error {
+		opts := minio.GetObjectOptions{}
+		if err := opts.SetRange(off, off+int64(len(p))-1); err != nil {
+			return err
+		}
+		obj, err := s.client.GetObject(ctx, bucket, key, opts)
+		if err != nil {
+			return permanent(err)
+		}
+		defer obj.Close()
+		n, err := io.ReadFull(obj, p)
+		s.Stats.Bytes.Add(int64(n))
+		return permanent(err)
+	})
+}
+
+// Stream calls read with the whole of bucket/key as one stream; an
+// attempt that breaks off is tried again from the start (read must
+// start afresh).
+func (s *Store) Stream(ctx context.Context, bucket, key string, read func(io.Reader) error) error {
+	return s.do(ctx, fmt.Sprintf("s3://%s/%s", bucket, key), func(ctx context.Context) error {
+		obj, err := s.client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+		if err != nil {
+			return permanent(err)
+		}
+		defer obj.Close()
+		return permanent(read(&counting{r: obj, n: &s.Stats.Bytes}))
+	})
+}
+
+// List lists the keys under prefix, in order, page by page.
+func (s *Store) List(ctx context.Context, bucket, prefix string) ([]string, error) {
+	var keys []string
+	err := s.do(ctx, fmt.Sprintf("list s3://%s/%s", bucket, prefix), func(ctx context.Context) error {
+		keys = keys[:0]
+		for obj := range s.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+			if obj.Err != nil {
+				return permanent(obj.Err)
+			}
+			keys = append(keys, obj.Key)
+		}
+		return nil
+	})
+	return keys, err
+}
+
+type counting struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *counting) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}

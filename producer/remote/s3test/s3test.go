@@ -1,0 +1,199 @@
+// Package s3test runs a real S3 server (versitygw, POSIX backend) on
+// loopback for tests, and a proxy that injects faults between tsock and
+// it. No mock of the API: the server is the one users can run.
+package s3test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Credentials the server is started with; tests export them as the AWS
+// environment variables.
+const (
+	AccessKey = "tsock-test-key"
+	SecretKey = "tsock-test-secret-do-not-print"
+)
+
+// Binary is versitygw: $TSOCK_VERSITYGW, else where scripts/setup.sh
+// installs it, else on PATH.
+func Binary() (string, error) {
+	if p := os.Getenv("TSOCK_VERSITYGW"); p != "" {
+		return p, nil
+	}
+	if p := "/var/cache/tsock/gobin/versitygw"; fileExists(p) {
+		return p, nil
+	}
+	return exec.LookPath("versitygw")
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// Server is a running versitygw whose buckets are Root's directories.
+type Server struct {
+	Endpoint string // http://127.0.0.1:PORT
+	Root     string
+}
+
+// Start starts versitygw over a new temp dir holding buckets, and stops
+// it at the test's end. Without the binary the test is skipped, which
+// scripts/test.sh counts as a failure under CI.
+func Start(t testing.TB, buckets ...string) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Skipf("SKIPPED: no versitygw (%v): scripts/setup.sh installs it", err)
+	}
+	root := t.TempDir()
+	for _, b := range buckets {
+		if err := os.Mkdir(filepath.Join(root, b), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := freePort(t)
+	cmd := exec.Command(bin, "--access", AccessKey, "--secret", SecretKey, "--port", addr, "posix", root)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("versitygw did not listen on %s in 30s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", SecretKey)
+	t.Setenv("AWS_REGION", "us-east-1")
+	return &Server{Endpoint: "http://" + addr, Root: root}
+}
+
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Fault is what the proxy does to one request.
+type Fault int
+
+// The faults.
+const (
+	Pass     Fault = iota
+	SlowDown       // 503 SlowDown, as S3 throttles
+	Error500       // 500 InternalError
+	Truncate       // the answer's body cut in half, then the connection closed
+	Reset          // the connection closed before any answer
+)
+
+// Proxy forwards to target, doing to request n (from 1) what fault says.
+type Proxy struct {
+	Endpoint string
+	Faults   atomic.Uint64    // faults injected
+	Injected [5]atomic.Uint64 // by Fault
+	mu       sync.Mutex
+	n        int
+}
+
+// StartProxy starts a fault-injecting proxy to s on loopback.
+func StartProxy(t testing.TB, s *Server, fault func(n int) Fault) *Proxy {
+	t.Helper()
+	target, _ := url.Parse(s.Endpoint)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	p := &Proxy{}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.n++
+		f := fault(p.n)
+		p.mu.Unlock()
+		if f != Pass {
+			p.Faults.Add(1)
+		}
+		p.Injected[f].Add(1)
+		switch f {
+		case SlowDown, Error500:
+			code, status := "SlowDown", http.StatusServiceUnavailable
+			if f == Error500 {
+				code, status = "InternalError", http.StatusInternalServerError
+			}
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(status)
+			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>injected</Message></Error>`, code)
+		case Reset:
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+			}
+		case Truncate:
+			rec := &halfWriter{ResponseWriter: w}
+			rp.ServeHTTP(rec, r)
+		default:
+			rp.ServeHTTP(w, r)
+		}
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	p.Endpoint = "http://" + l.Addr().String()
+	return p
+}
+
+// halfWriter passes the headers and half the body, then breaks the
+// connection: a body shorter than its Content-Length.
+type halfWriter struct {
+	http.ResponseWriter
+	budget int64
+	armed  bool
+	broken bool
+}
+
+func (h *halfWriter) WriteHeader(code int) {
+	if n := h.Header().Get("Content-Length"); n != "" {
+		var size int64
+		fmt.Sscan(n, &size)
+		h.budget, h.armed = size/2, true
+	}
+	h.ResponseWriter.WriteHeader(code)
+}
+
+func (h *halfWriter) Write(b []byte) (int, error) {
+	if h.broken {
+		return 0, io.ErrClosedPipe
+	}
+	if h.armed && int64(len(b)) > h.budget {
+		h.ResponseWriter.Write(b[:h.budget])
+		h.ResponseWriter.(http.Flusher).Flush()
+		if c, _, err := h.ResponseWriter.(http.Hijacker).Hijack(); err == nil {
+			c.Close()
+		}
+		h.broken = true
+		return 0, io.ErrClosedPipe
+	}
+	h.budget -= int64(len(b))
+	return h.ResponseWriter.Write(b)
+}
