@@ -23,6 +23,10 @@ type Config struct {
 	Layout    Layout
 	Transform Transform
 	Decoder   string // auto, turbo or go
+	// Fetch is how many reads of encoded samples may be in flight ahead of
+	// the workers, in the dispatcher's order (a remote source's round
+	// trips overlap); 0: each worker reads its own.
+	Fetch int
 	// GPU, if set, gets a copy of every batch's data in one of its slabs
 	// before the batch is published (--device).
 	GPU *gpu.Pool
@@ -41,6 +45,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("epochs %d: must be 0 (forever) or more", c.Epochs)
 	case c.Workers < 0:
 		return fmt.Errorf("workers %d: must be 0 (all cores) or more", c.Workers)
+	case c.Fetch < 0 || c.Fetch > MaxFetch:
+		return fmt.Errorf("fetch %d: must be 0 (none ahead) to %d", c.Fetch, MaxFetch)
 	}
 	if _, err := ParseLayout(string(c.Layout)); err != nil {
 		return err
@@ -56,9 +62,13 @@ func (c *Config) BatchBytes() int64 {
 	return int64(newBatchLayout(c.BatchSize, c.ImageSize).size)
 }
 
+// MaxFetch bounds Config.Fetch.
+const MaxFetch = 1024
+
 // Producer fills a store from a source.
 type Producer struct {
 	cfg      Config
+	fetch    *fetcher // while Run runs with Config.Fetch; nil otherwise
 	useTurbo bool
 	decoder  string // what status says of the decoder in use
 	store    *batchstore.Store
@@ -115,6 +125,10 @@ func (p *Producer) Run(ctx context.Context) error {
 	pool := make(chan []byte, 4*p.cfg.Workers+2)
 	for range cap(pool) {
 		pool <- make([]byte, sampleBytes)
+	}
+	if enc, ok := p.cfg.Source.(EncodedSource); ok && p.cfg.Fetch > 0 {
+		p.fetch = newFetcher(enc, p.cfg.Fetch)
+		defer func() { p.fetch.close(); p.fetch = nil }()
 	}
 	tasks := make(chan *task)
 	results := make(chan *task, cap(pool))
@@ -175,9 +189,15 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 			return noSamples(epoch, batchstore.ErrNoSamples)
 		}
 		p.stats.beginEpoch(epoch, len(order))
+		asked := 0 // order positions asked of the fetcher
 		for pos, index := range order {
 			if err := p.store.WaitNeed(ctx, epoch, pos); err != nil {
 				return err
+			}
+			for ; p.fetch != nil && asked < min(len(order), pos+p.fetch.window()); asked++ {
+				if err := p.fetch.ahead(ctx, order[asked]); err != nil {
+					return err
+				}
 			}
 			t := &task{seq: seq, epoch: epoch, index: index, pos: pos, epochLen: len(order), last: pos == len(order)-1}
 			seq++

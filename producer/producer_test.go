@@ -1,7 +1,6 @@
 package producer_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,16 +48,7 @@ func TestEpochsAreExact(t *testing.T) {
 
 func TestSameBytesWhateverTheWorkers(t *testing.T) {
 	src := producer.NewSynthetic(20, 3)
-	one := produce(t, config(src, 6, 2, 1))
-	four := produce(t, config(src, 6, 2, 4))
-	if len(one) != len(four) {
-		t.Fatalf("%d batches with one worker, %d with four", len(one), len(four))
-	}
-	for i := range one {
-		if !bytes.Equal(one[i].Images, four[i].Images) || fmt.Sprint(one[i].Indices) != fmt.Sprint(four[i].Indices) {
-			t.Fatalf("batch %d differs between 1 and 4 workers", i)
-		}
-	}
+	equalBatches(t, produce(t, config(src, 6, 2, 1)), produce(t, config(src, 6, 2, 4)), "1 and 4 workers")
 }
 
 func TestEvalIsInOrder(t *testing.T) {

@@ -42,6 +42,19 @@ func uploadShards(t *testing.T, s *s3test.Server, bucket, spec string) string {
 	return "s3://" + bucket + "/train/" + filepath.Base(spec)
 }
 
+// openBoth opens spec through endpoint and the folder dir it was made of.
+func openBoth(t *testing.T, spec, endpoint, dir string) (s3 producer.Source, folder producer.Source) {
+	t.Helper()
+	s3, err := producer.OpenContext(context.Background(), spec, s3Config(endpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if folder, err = producer.Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	return s3, folder
+}
+
 func s3Config(endpoint string) remote.Config {
 	cfg := remote.DefaultConfig()
 	cfg.Endpoint, cfg.Timeout = endpoint, 10*time.Second
@@ -64,14 +77,7 @@ func TestS3ShardsGiveTheFoldersBatchesThroughFaults(t *testing.T) {
 		}
 		return s3test.Pass
 	})
-	src, err := producer.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
-	if err != nil {
-		t.Fatal(err)
-	}
-	folder, err := producer.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, folder := openBoth(t, spec, proxy.Endpoint, dir)
 	sameBatches(t, folder, src)
 	// A connection closed before any answer is retried by Go's HTTP
 	// transport itself (an idempotent GET on a reused connection), below
@@ -188,4 +194,25 @@ func TestCacheSparesTheNetwork(t *testing.T) {
 	if again := src.(*producer.Shards).Remote(); again != first || cache.Stats().Hits != 16 {
 		t.Fatalf("first pass %q, second %q, %d cache hits", first, again, cache.Stats().Hits)
 	}
+}
+
+// TestFetchAheadOverlapsRequests: with Config.Fetch a single worker
+// still keeps several requests in flight to a store that takes its time
+// to answer (each worker waiting on its own request would keep one), and
+// the batches stay the folder's, byte for byte.
+func TestFetchAheadOverlapsRequests(t *testing.T) {
+	server := s3test.Start(t, "data")
+	dir := producertest.Folder(t, 24, 3)
+	spec := uploadShards(t, server, "data", producertest.Shards(t, dir, 8))
+	proxy := s3test.StartProxy(t, server, func(int) s3test.Fault { return s3test.Pass })
+	src, folder := openBoth(t, spec, proxy.Endpoint, dir)
+	proxy.Delay.Store(int64(20 * time.Millisecond))
+	proxy.MaxInFlight.Store(0) // the index's reads at open do not count
+	cfg := config(src, 8, 2, 1)
+	cfg.Fetch = 6
+	fetched := produce(t, cfg)
+	if got := proxy.MaxInFlight.Load(); got < 4 {
+		t.Fatalf("at most %d requests in flight with one worker fetching 6 ahead", got)
+	}
+	equalBatches(t, produce(t, config(folder, 8, 2, 1)), fetched, "the folder and S3 fetched ahead")
 }

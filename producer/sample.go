@@ -78,6 +78,9 @@ func (w *worker) make(t *task) error {
 		}
 		return w.rs.resize(&w.img, cropFor(cfg.Transform, cfg.Seed, t.epoch, t.index, w.img.W, w.img.H, cfg.ImageSize), t.buf)
 	}
+	if w.p.fetch != nil {
+		enc = w.p.fetch
+	}
 	data, err := enc.Encoded(t.index, &w.scratch)
 	if err != nil {
 		return err

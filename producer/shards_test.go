@@ -37,13 +37,18 @@ func TestShardsGiveTheFoldersBatches(t *testing.T) {
 // byte for byte: pixels, labels and indices.
 func sameBatches(t *testing.T, a, b producer.Source) {
 	t.Helper()
-	x, y := produce(t, config(a, 8, 2, 2)), produce(t, config(b, 8, 2, 2))
+	equalBatches(t, produce(t, config(a, 8, 2, 2)), produce(t, config(b, 8, 2, 2)), a.Describe()+" and "+b.Describe())
+}
+
+// equalBatches fails unless x and y hold the same batches, byte for byte.
+func equalBatches(t *testing.T, x, y []*producer.Batch, what string) {
+	t.Helper()
 	if len(x) != len(y) {
-		t.Fatalf("%d batches from %s, %d from %s", len(x), a.Describe(), len(y), b.Describe())
+		t.Fatalf("%s: %d batches and %d", what, len(x), len(y))
 	}
 	for i := range x {
 		if !bytes.Equal(x[i].Images, y[i].Images) || fmt.Sprint(x[i].Labels, x[i].Indices) != fmt.Sprint(y[i].Labels, y[i].Indices) {
-			t.Fatalf("batch %d differs", i)
+			t.Fatalf("%s: batch %d differs", what, i)
 		}
 	}
 }

@@ -113,8 +113,13 @@ type Proxy struct {
 	Endpoint string
 	Faults   atomic.Uint64    // faults injected
 	Injected [5]atomic.Uint64 // by Fault
-	mu       sync.Mutex
-	n        int
+	// Delay, in nanoseconds, holds every answer back as a distant store
+	// would, so that requests in flight overlap and can be counted.
+	Delay       atomic.Int64
+	MaxInFlight atomic.Int64 // the most requests it held at once
+	inFlight    atomic.Int64
+	mu          sync.Mutex
+	n           int
 }
 
 // StartProxy starts a fault-injecting proxy to s on loopback.
@@ -132,6 +137,13 @@ func StartProxy(t testing.TB, s *Server, fault func(n int) Fault) *Proxy {
 		p.n++
 		f := fault(p.n)
 		p.mu.Unlock()
+		now := p.inFlight.Add(1)
+		defer p.inFlight.Add(-1)
+		for seen := p.MaxInFlight.Load(); now > seen && !p.MaxInFlight.CompareAndSwap(seen, now); seen = p.MaxInFlight.Load() {
+		}
+		if d := time.Duration(p.Delay.Load()); d > 0 {
+			time.Sleep(d) // the link's latency, not a wait for an event
+		}
 		if f != Pass {
 			p.Faults.Add(1)
 		}

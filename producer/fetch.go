@@ -1,0 +1,104 @@
+package producer
+
+import (
+	"context"
+	"sync"
+)
+
+// fetcher reads samples' encoded bytes ahead of the workers, in the
+// dispatcher's order, with a bounded number of requests in flight: a
+// remote source's round trips then overlap instead of each worker
+// waiting on its own. The run that starts it stops it (close) and waits
+// for its goroutines.
+type fetcher struct {
+	EncodedSource
+	slots chan struct{} // one per sample asked ahead and not yet taken
+	queue chan *fetched
+
+	mu      sync.Mutex
+	pending map[int][]*fetched // by dataset index, oldest first: an index may be asked again before it is taken
+	wg      sync.WaitGroup
+}
+
+// fetched is one sample asked ahead: its bytes once done is closed.
+type fetched struct {
+	index int
+	done  chan struct{}
+	data  []byte
+	err   error
+}
+
+// fetchWindow is how many samples per request in flight may wait,
+// fetched, for their worker.
+const fetchWindow = 4
+
+// newFetcher starts parallel fetching goroutines over src.
+func newFetcher(src EncodedSource, parallel int) *fetcher {
+	f := &fetcher{
+		EncodedSource: src, slots: make(chan struct{}, fetchWindow*parallel), queue: make(chan *fetched),
+		pending: map[int][]*fetched{},
+	}
+	for range parallel {
+		f.wg.Go(func() {
+			for fe := range f.queue {
+				fe.data, fe.err = f.EncodedSource.Encoded(fe.index, new([]byte)) // its own buffer: held until taken
+				close(fe.done)
+			}
+		})
+	}
+	return f
+}
+
+// window is how far ahead of the workers the dispatcher may ask.
+func (f *fetcher) window() int { return cap(f.slots) }
+
+// ahead asks for sample i. It waits while the window is full of samples
+// the workers have not taken yet, or until ctx ends.
+func (f *fetcher) ahead(ctx context.Context, i int) error {
+	select {
+	case f.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	fe := &fetched{index: i, done: make(chan struct{})}
+	f.mu.Lock()
+	f.pending[i] = append(f.pending[i], fe)
+	f.mu.Unlock()
+	select {
+	case f.queue <- fe:
+		return nil
+	case <-ctx.Done():
+		close(fe.done) // nobody fetches it: a worker that takes it reads now
+		return ctx.Err()
+	}
+}
+
+// Encoded is sample i's bytes: those asked ahead (waiting for them), or
+// read now.
+func (f *fetcher) Encoded(i int, scratch *[]byte) ([]byte, error) {
+	f.mu.Lock()
+	queue := f.pending[i]
+	if len(queue) == 0 {
+		f.mu.Unlock()
+		return f.EncodedSource.Encoded(i, scratch)
+	}
+	fe := queue[0]
+	if len(queue) == 1 {
+		delete(f.pending, i)
+	} else {
+		f.pending[i] = queue[1:]
+	}
+	f.mu.Unlock()
+	<-fe.done
+	<-f.slots
+	if fe.data == nil && fe.err == nil {
+		return f.EncodedSource.Encoded(i, scratch)
+	}
+	return fe.data, fe.err
+}
+
+// close stops fetching once what was asked is done.
+func (f *fetcher) close() {
+	close(f.queue)
+	f.wg.Wait()
+}
