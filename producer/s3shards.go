@@ -70,9 +70,9 @@ func (f s3Shards) glob(pattern string) ([]string, error) {
 // what came before, as a local one does.
 func (f s3Shards) index(key string) shardIndex {
 	var ix shardIndex
-	err := f.store.Stream(f.ctx, f.bucket, key, func(r io.Reader) error {
+	err := f.store.Stream(f.ctx, f.bucket, key, func(r io.Reader, etag string) error {
 		samples, skips, broke := wds.Index(r)
-		ix = shardIndex{samples: samples, skips: skips, broke: broke}
+		ix = shardIndex{version: etag, samples: samples, skips: skips, broke: broke}
 		if broke != nil && !errors.Is(broke, tar.ErrHeader) && !errors.Is(broke, tar.ErrFieldTooLong) {
 			// The stream broke, not the shard: again, with the store's own
 			// words when it answered nothing but an error.
@@ -92,8 +92,12 @@ func (f s3Shards) index(key string) shardIndex {
 	return ix
 }
 
-func (f s3Shards) readAt(key string, p []byte, off int64) error {
-	return f.store.ReadAt(f.ctx, f.bucket, key, p, off)
+func (f s3Shards) readAt(key, etag string, p []byte, off int64) error {
+	err := f.store.ReadAt(f.ctx, f.bucket, key, etag, p, off)
+	if errors.Is(err, remote.ErrChanged) {
+		return fmt.Errorf("%w: %w", ErrShardChanged, err)
+	}
+	return err
 }
 
 // Describe names where the shards are, for status.

@@ -18,8 +18,8 @@ import (
 	"github.com/tsock/tsock/producer/remote/s3test"
 )
 
-// uploadShards puts the shards of spec into bucket of s (the POSIX
-// backend serves a bucket's directory) and returns the s3:// spec.
+// uploadShards puts the shards of spec into bucket of s under train/
+// and returns the s3:// spec.
 func uploadShards(t *testing.T, s *s3test.Server, bucket, spec string) string {
 	t.Helper()
 	dir := filepath.Dir(spec)
@@ -28,16 +28,7 @@ func uploadShards(t *testing.T, s *s3test.Server, bucket, spec string) string {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Join(s.Root, bucket, "train"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(s.Root, bucket, "train", e.Name()), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		s.Put(t, bucket, "train/"+e.Name(), filepath.Join(dir, e.Name()))
 	}
 	return "s3://" + bucket + "/train/" + filepath.Base(spec)
 }

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,14 +22,18 @@ import (
 // Each shard is indexed once at open (a pass over its headers); a sample
 // is then read alone, by a ranged read of its image member.
 type Shards struct {
-	spec    string
-	files   shardFiles
-	paths   []string
-	samples []shardSample
-	keys    []byte   // every sample's key, one after the other
-	keyEnds []uint32 // sample i's key is keys[keyEnds[i-1]:keyEnds[i]]
-	classes []string
-	skipped []string // "shard: key: why", what the index left out
+	spec  string
+	files shardFiles
+	paths []string
+	// versions says which contents of each shard the index describes
+	// (local: inode, size and mtime; S3: the ETag): a shard replaced
+	// since would hand out wrong bytes at the indexed offsets.
+	versions []string
+	samples  []shardSample
+	keys     []byte   // every sample's key, one after the other
+	keyEnds  []uint32 // sample i's key is keys[keyEnds[i-1]:keyEnds[i]]
+	classes  []string
+	skipped  []string // "shard: key: why", what the index left out
 }
 
 // maxKeyBytes bounds a key as kept for messages: a PAX header may name a
@@ -78,8 +83,9 @@ func openShards(spec, pattern string, files shardFiles) (*Shards, error) {
 	}
 	close(next)
 	wg.Wait()
-	s := &Shards{spec: spec, files: files, paths: paths}
+	s := &Shards{spec: spec, files: files, paths: paths, versions: make([]string, len(paths))}
 	for i, ix := range indexes {
+		s.versions[i] = ix.version
 		if ix.err != nil {
 			return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), ix.err)
 		}
@@ -108,8 +114,9 @@ type shardFiles interface {
 	parallel() int
 	// index reads one shard's index.
 	index(name string) shardIndex
-	// readAt reads len(p) bytes of shard name at off, exactly.
-	readAt(name string, p []byte, off int64) error
+	// readAt reads len(p) bytes of shard name at off, exactly, from the
+	// version that was indexed: ErrShardChanged if it was replaced.
+	readAt(name, version string, p []byte, off int64) error
 }
 
 // localShards are shards on a local disk.
@@ -119,12 +126,21 @@ func (localShards) paths(spec string) ([]string, error) { return expandShards(sp
 func (localShards) parallel() int                       { return runtime.NumCPU() }
 func (localShards) index(path string) shardIndex        { return indexShard(path) }
 
-func (localShards) readAt(path string, p []byte, off int64) error {
+// ErrShardChanged: a shard's contents are no longer those it was indexed
+// from; its samples are skipped, never read at stale offsets.
+var ErrShardChanged = errors.New("the shard changed since it was indexed")
+
+func (localShards) readAt(path, version string, p []byte, off int64) error {
 	f, err := openRegular(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if v, err := localVersion(f); err != nil {
+		return err
+	} else if v != version {
+		return ErrShardChanged
+	}
 	if _, err := f.ReadAt(p, off); err != nil {
 		return fmt.Errorf("read %d bytes at %d: %w", len(p), off, err)
 	}
@@ -158,6 +174,7 @@ func expandShards(spec string, glob func(string) ([]string, error)) ([]string, e
 // shardIndex is one shard's index: its samples, what it left out, and
 // why it could not be read at all (err).
 type shardIndex struct {
+	version string // see Shards.versions
 	samples []wds.Sample
 	skips   []wds.Skip
 	broke   error // where the shard broke off; the samples before stand
@@ -170,8 +187,22 @@ func indexShard(path string) shardIndex {
 		return shardIndex{err: err}
 	}
 	defer f.Close()
+	version, err := localVersion(f)
+	if err != nil {
+		return shardIndex{err: err}
+	}
 	samples, skips, broke := wds.Index(f)
-	return shardIndex{samples: samples, skips: skips, broke: broke}
+	return shardIndex{version: version, samples: samples, skips: skips, broke: broke}
+}
+
+// localVersion tells one content of a local shard from another: a shard
+// rewritten in place changes its mtime, one renamed over its inode.
+func localVersion(f *os.File) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return "", fmt.Errorf("stat %s: %w", f.Name(), err)
+	}
+	return fmt.Sprintf("%d:%d:%d:%d.%09d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec), nil
 }
 
 // add appends shard's index.
@@ -262,7 +293,7 @@ func (s *Shards) Encoded(i int, scratch *[]byte) ([]byte, error) {
 		*scratch = make([]byte, n)
 	}
 	b := (*scratch)[:n]
-	if err := s.files.readAt(s.paths[smp.shard], b, smp.offset); err != nil {
+	if err := s.files.readAt(s.paths[smp.shard], s.versions[smp.shard], b, smp.offset); err != nil {
 		return nil, err
 	}
 	return b, nil

@@ -145,6 +145,10 @@ func (s *Store) do(ctx context.Context, what string, op func(ctx context.Context
 // ErrNotFound: no such key or bucket.
 var ErrNotFound = errors.New("not found")
 
+// ErrChanged: the object is no longer the version asked for (its ETag
+// changed: replaced since it was read).
+var ErrChanged = errors.New("replaced since it was read (another ETag)")
+
 // ErrUnavailable: the store kept failing in ways that should pass
 // (timeouts, resets, 5xx, throttling) for every attempt. It says nothing
 // of the data, so it must not be taken for a bad sample.
@@ -162,7 +166,7 @@ func transient(err error) bool {
 		}
 		return false
 	}
-	return !errors.Is(err, ErrNotFound) // network errors, short bodies, timeouts
+	return !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrChanged) // network errors, short bodies, timeouts
 }
 
 // permanent gives an error response its meaning.
@@ -173,6 +177,9 @@ func permanent(err error) error {
 		case "NoSuchKey", "NoSuchBucket":
 			return fmt.Errorf("%s (%w)", strings.TrimSuffix(resp.Message, "."), ErrNotFound)
 		}
+		if resp.StatusCode == 412 || resp.Code == "PreconditionFailed" {
+			return fmt.Errorf("%s (%w)", strings.TrimSuffix(resp.Message, "."), ErrChanged)
+		}
 		if resp.StatusCode == 404 {
 			return fmt.Errorf("%s (%w)", strings.TrimSuffix(resp.Message, "."), ErrNotFound)
 		}
@@ -180,12 +187,18 @@ func permanent(err error) error {
 	return err
 }
 
-// ReadAt reads len(p) bytes of bucket/key at off: exactly, or an error.
-func (s *Store) ReadAt(ctx context.Context, bucket, key string, p []byte, off int64) error {
+// ReadAt reads len(p) bytes of bucket/key at off: exactly, or an error;
+// ErrChanged if etag is set and the object's is no longer it.
+func (s *Store) ReadAt(ctx context.Context, bucket, key, etag string, p []byte, off int64) error {
 	return s.do(ctx, fmt.Sprintf("s3://%s/%s: %d bytes at %d", bucket, key, len(p), off), func(ctx context.Context) error {
 		opts := minio.GetObjectOptions{}
 		if err := opts.SetRange(off, off+int64(len(p))-1); err != nil {
 			return err
+		}
+		if etag != "" {
+			if err := opts.SetMatchETag(etag); err != nil {
+				return err
+			}
 		}
 		obj, err := s.client.GetObject(ctx, bucket, key, opts)
 		if err != nil {
@@ -198,17 +211,21 @@ func (s *Store) ReadAt(ctx context.Context, bucket, key string, p []byte, off in
 	})
 }
 
-// Stream calls read with the whole of bucket/key as one stream; an
-// attempt that breaks off is tried again from the start (read must
-// start afresh).
-func (s *Store) Stream(ctx context.Context, bucket, key string, read func(io.Reader) error) error {
+// Stream calls read with the whole of bucket/key as one stream and its
+// ETag; an attempt that breaks off is tried again from the start (read
+// must start afresh).
+func (s *Store) Stream(ctx context.Context, bucket, key string, read func(r io.Reader, etag string) error) error {
 	return s.do(ctx, fmt.Sprintf("s3://%s/%s", bucket, key), func(ctx context.Context) error {
 		obj, err := s.client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
 		if err != nil {
 			return permanent(err)
 		}
 		defer obj.Close()
-		return permanent(read(&counting{r: obj, n: &s.Stats.Bytes}))
+		info, err := obj.Stat()
+		if err != nil {
+			return permanent(err)
+		}
+		return permanent(read(&counting{r: obj, n: &s.Stats.Bytes}, info.ETag))
 	})
 }
 

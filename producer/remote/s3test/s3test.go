@@ -4,6 +4,7 @@
 package s3test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // Credentials the server is started with; tests export them as the AWS
@@ -208,4 +212,18 @@ func (h *halfWriter) Write(b []byte) (int, error) {
 	}
 	h.budget -= int64(len(b))
 	return h.ResponseWriter.Write(b)
+}
+
+// Put uploads the file at path as bucket/key with a real PUT, so that the
+// server gives it an ETag as it would any upload.
+func (s *Server) Put(t testing.TB, bucket, key, path string) {
+	t.Helper()
+	u, _ := url.Parse(s.Endpoint)
+	client, err := minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4(AccessKey, SecretKey, ""), Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.FPutObject(context.Background(), bucket, key, path, minio.PutObjectOptions{}); err != nil {
+		t.Fatalf("put s3://%s/%s: %v", bucket, key, err)
+	}
 }
