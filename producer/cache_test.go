@@ -3,42 +3,57 @@ package producer_test
 import (
 	"bytes"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/producertest"
 )
 
-func TestCacheServesLaterEpochsFromMemory(t *testing.T) {
+// eachCache runs test with a memory cache and with a disk cache of src,
+// both limited to limit bytes.
+func eachCache(t *testing.T, src producer.EncodedSource, limit int64, test func(t *testing.T, cache *producer.Cache)) {
+	t.Run("memory", func(t *testing.T) { test(t, producer.NewCache(src, limit)) })
+	t.Run("disk", func(t *testing.T) {
+		cache, err := producer.NewDiskCache(src, limit, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cache.Close() })
+		test(t, cache)
+	})
+}
+
+func TestCacheServesLaterEpochsFromItself(t *testing.T) {
 	dir := producertest.Folder(t, 12, 3)
 	src, err := producer.ScanFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := produce(t, config(src, 4, 3, 2))
-	cache := producer.NewCache(src, 1<<30)
-	got := produce(t, config(cache, 4, 3, 2))
-	// Same bytes as without the cache.
-	if len(got) != len(want) {
-		t.Fatalf("%d batches with the cache, %d without", len(got), len(want))
-	}
-	for i := range got {
-		if !bytes.Equal(got[i].Images, want[i].Images) {
-			t.Fatalf("batch %d differs with the cache", i)
+	eachCache(t, src, 1<<30, func(t *testing.T, cache *producer.Cache) {
+		equalBatches(t, want, produce(t, config(cache, 4, 3, 2)), "without and with the cache")
+		// The first epoch missed each file once, the other two hit.
+		if s := cache.Stats(); s.Misses != 12 || s.Hits != 24 || s.Files != 12 {
+			t.Fatalf("stats %+v: want 12 misses, 24 hits, 12 files", s)
 		}
+	})
+	// Later epochs did not touch the source: they survive its files going.
+	cache := producer.NewCache(src, 1<<30)
+	produce(t, config(cache, 4, 1, 2))
+	disk, err := producer.NewDiskCache(src, 1<<30, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The first epoch missed each file once, the other two hit.
-	s := cache.Stats()
-	if s.Misses != 12 || s.Hits != 24 || s.Files != 12 {
-		t.Fatalf("stats %+v: want 12 misses, 24 hits, 12 files", s)
-	}
-	// Later epochs did not touch the disk: they survive its files going.
+	defer disk.Close()
+	produce(t, config(disk, 4, 1, 2))
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	again := produce(t, config(cache, 4, 1, 2))
-	if len(again) != 3 || !bytes.Equal(again[0].Images, want[0].Images) {
-		t.Fatal("a run from the cache alone did not give the first epoch again")
+	for _, c := range []*producer.Cache{cache, disk} {
+		if again := produce(t, config(c, 4, 1, 2)); len(again) != 3 || !bytes.Equal(again[0].Images, want[0].Images) {
+			t.Fatalf("a run from the cache in %q alone did not give the first epoch again", c.Stats().Dir)
+		}
 	}
 }
 
@@ -57,13 +72,48 @@ func TestCacheStopsAtItsLimit(t *testing.T) {
 		sizes = max(sizes, st.Size())
 	}
 	limit := 3 * sizes // room for at least three files, never all ten
-	cache := producer.NewCache(src, limit)
-	produce(t, config(cache, 5, 2, 1))
-	s := cache.Stats()
-	if s.Used > limit || s.Files < 3 || s.Files == 10 {
-		t.Fatalf("stats %+v with a limit of %d", s, limit)
+	eachCache(t, src, limit, func(t *testing.T, cache *producer.Cache) {
+		produce(t, config(cache, 5, 2, 1))
+		s := cache.Stats()
+		if s.Used > limit || s.Files < 3 || s.Files == 10 {
+			t.Fatalf("stats %+v with a limit of %d", s, limit)
+		}
+		if s.Hits != uint64(s.Files) || s.Misses != uint64(20-s.Files) {
+			t.Fatalf("stats %+v: the second epoch should hit exactly the cached files", s)
+		}
+	})
+}
+
+// TestDiskCachesShareADirectory: two disk caches in one directory (two
+// mounts on one node) each give their own source's bytes, leave no name
+// in the directory (nothing to clean after a crash), and a cache larger
+// than the disk's free space is refused naming the directory.
+func TestDiskCachesShareADirectory(t *testing.T) {
+	shared := t.TempDir()
+	var caches []*producer.Cache
+	var sources []producer.EncodedSource
+	for range 2 {
+		src, err := producer.ScanFolder(producertest.Folder(t, 8, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache, err := producer.NewDiskCache(src, 1<<30, shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cache.Close()
+		caches, sources = append(caches, cache), append(sources, src)
 	}
-	if s.Hits != uint64(s.Files) || s.Misses != uint64(20-s.Files) {
-		t.Fatalf("stats %+v: the second epoch should hit exactly the cached files", s)
+	for k := range caches {
+		produce(t, config(caches[k], 4, 1, 1))
+	}
+	for k := range caches {
+		equalBatches(t, produce(t, config(sources[k], 4, 2, 1)), produce(t, config(caches[k], 4, 2, 1)), "a source and its shared-directory cache")
+	}
+	if entries, err := os.ReadDir(shared); err != nil || len(entries) != 0 {
+		t.Fatalf("the cache directory holds %v (%v): want nothing named", entries, err)
+	}
+	if _, err := producer.NewDiskCache(sources[0], 1<<62, shared); err == nil || !strings.Contains(err.Error(), shared) {
+		t.Fatalf("a cache larger than the disk: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dustin/go-humanize"
 	"golang.org/x/sys/unix"
 
+	"github.com/tsock/tsock/producer/remote"
 	"github.com/tsock/tsock/producer/wds"
 )
 
@@ -259,6 +260,14 @@ func (s *Shards) Name(i int) string {
 		from = s.keyEnds[i-1]
 	}
 	return s.paths[s.samples[i].shard] + ":" + string(s.keys[from:s.keyEnds[i]])
+}
+
+// Store is the object store the shards are in; nil for a local disk.
+func (s *Shards) Store() *remote.Store {
+	if f, ok := s.files.(s3Shards); ok {
+		return f.store
+	}
+	return nil
 }
 
 // Remote says where the shards are and what reading them took, for

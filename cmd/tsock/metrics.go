@@ -39,7 +39,14 @@ func (c *mountCommand) metrics() ([]byte, error) {
 		cs := c.cache.Stats()
 		gauge("tsock_cache_bytes", "Encoded files held by the raw cache (--cache).", float64(cs.Used))
 		counter("tsock_cache_hits_total", "Source reads answered from the raw cache.", float64(cs.Hits))
-		counter("tsock_cache_misses_total", "Source reads that went to disk.", float64(cs.Misses))
+		counter("tsock_cache_misses_total", "Source reads that went to the source (disk or network).", float64(cs.Misses))
+		counter("tsock_cache_dropped_total", "Files not kept for a failed write to the disk cache.", float64(cs.Dropped))
+	}
+	if st := c.remoteStore(); st != nil {
+		counter("tsock_remote_requests_total", "Requests to the object store, every attempt.", float64(st.Stats.Requests.Load()))
+		counter("tsock_remote_retries_total", "Object store requests tried again after a transient fault.", float64(st.Stats.Retries.Load()))
+		counter("tsock_remote_failures_total", "Object store requests that failed for good.", float64(st.Stats.Failures.Load()))
+		counter("tsock_remote_bytes_total", "Bytes read from the object store.", float64(st.Stats.Bytes.Load()))
 	}
 	if c.gpu != nil {
 		gauge("tsock_gpu_slabs", "GPU slabs allocated (--device).", float64(len(c.gpu.pool.Slabs())))

@@ -33,6 +33,7 @@ type mountCommand struct {
 	source      string
 	buffer      string
 	cacheSize   string
+	cacheDir    string
 	fetch       string
 	device      string
 	gpuBuffer   string
@@ -83,7 +84,8 @@ func (c *mountCommand) Parse(args []string) error {
 	f.IntVar(&c.cfg.ImageSize, "image-size", 224, "side of the square output images, pixels")
 	f.IntVar(&c.cfg.Epochs, "epochs", 1, "epochs to produce; 0 means forever")
 	f.StringVar(&c.buffer, "buffer", "2GiB", "memory for batches, all consumers together")
-	f.StringVar(&c.cacheSize, "cache", "0", "memory for encoded files kept after their first read, so later epochs read no disk; 0: off")
+	f.StringVar(&c.cacheSize, "cache", "0", "memory (or disk, with --cache-dir) for encoded files kept after their first read, so later epochs read no disk or network; 0: off")
+	f.StringVar(&c.cacheDir, "cache-dir", "", "keep the --cache in an unnamed file in this directory (a local disk), not in memory: for datasets larger than memory; gone when the mount ends")
 	f.StringVar(&c.fetch, "fetch", "auto", fmt.Sprintf("images read ahead of the workers, this many requests in flight: auto (%d for s3:// sources, 0 for local ones) or 0 to %d", defaultRemoteFetch, producer.MaxFetch))
 	f.IntVar(&c.cfg.Workers, "workers", 0, "decoding workers; 0 means one per core")
 	f.Uint64Var(&c.cfg.Seed, "seed", 0, "seed of shuffles and crops")
@@ -122,7 +124,7 @@ func (c *mountCommand) Parse(args []string) error {
 }
 
 // builtInFlags only make sense with the built-in pipeline (--source).
-var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "s3-endpoint", "fetch"}
+var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "s3-endpoint", "fetch"}
 
 // defaultRemoteFetch keeps a store 30 ms away busy enough for about
 // 2,000 images a second (64 / 0.03 s): more than the decoders of a
@@ -229,6 +231,14 @@ func (c *mountCommand) validate() error {
 		}
 		if strings.HasPrefix(c.source, "synthetic:") {
 			return fmt.Errorf("--cache %s: a synthetic source has no files to cache", c.cacheSize)
+		}
+	}
+	if c.cacheDir != "" {
+		if c.cacheSize == "0" {
+			return fmt.Errorf("--cache-dir %s: needs --cache SIZE, the most it may hold", c.cacheDir)
+		}
+		if st, err := os.Stat(c.cacheDir); err != nil || !st.IsDir() {
+			return fmt.Errorf("--cache-dir %s: not a directory", c.cacheDir)
 		}
 	}
 	return nil
@@ -354,7 +364,11 @@ func (c *mountCommand) setUp(ctx context.Context) error {
 	if c.cacheSize != "0" {
 		size, _ := parseSize("cache", c.cacheSize)
 		if enc, ok := src.(producer.EncodedSource); ok {
-			c.cache = producer.NewCache(enc, size)
+			if c.cacheDir == "" {
+				c.cache = producer.NewCache(enc, size)
+			} else if c.cache, err = producer.NewDiskCache(enc, size, c.cacheDir); err != nil {
+				return fmt.Errorf("--cache-dir: %w", err)
+			}
 			src = c.cache
 		}
 	}
@@ -398,6 +412,9 @@ func (c *mountCommand) mount(in fs.Ingest) error {
 	}
 	defer probe.Free()
 	c.rate = newRateMeter(c.store)
+	if st := c.remoteStore(); st != nil {
+		c.rate.remote = st.Stats.Bytes.Load
+	}
 	opts := fs.Options{
 		Status: c.status, State: c.state, Metrics: c.metrics, StatusJSON: c.statusJSON, Compose: compose, Passthrough: c.passthrough == "auto",
 		Backing: c.alloc.Describe(), ProbeFd: probe.Fd(), Debug: c.debug, Ingest: in, AllowOther: c.allowOther,
@@ -473,6 +490,9 @@ func (c *mountCommand) Close() error {
 	}
 	if c.gpu != nil { // after the store: its batches hold slabs
 		errs = append(errs, c.gpu.Close())
+	}
+	if c.cache != nil { // after the producer: Run has returned
+		errs = append(errs, c.cache.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -46,9 +47,12 @@ func TestMountServesTarShards(t *testing.T) {
 }
 
 // TestMountServesShardsFromS3: a mount of shards in a real S3 server on
-// loopback serves every sample, and status counts the requests without
-// showing a credential; a bucket that does not exist and wrong
-// credentials exit 1 with one line that names the problem, and no secret.
+// loopback serves every sample of two epochs, the second from a disk
+// cache (no request to the store, no name left in the cache directory),
+// and status, status.json and metrics count the requests, bytes and cache
+// hits without showing a credential; a bucket that does not exist and
+// wrong credentials exit 1 with one line that names the problem, and no
+// secret.
 func TestMountServesShardsFromS3(t *testing.T) {
 	server := s3test.Start(t, "data")
 	dir := producertest.Folder(t, 20, 2)
@@ -57,7 +61,9 @@ func TestMountServesShardsFromS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := "s3://data/train/shard-{000..002}.tar"
-	d := startDaemon(t, "--source", spec, "--s3-endpoint", server.Endpoint, "--batch-size", "6", "--image-size", "16", "--epochs", "1")
+	cacheDir := t.TempDir()
+	d := startDaemon(t, "--source", spec, "--s3-endpoint", server.Endpoint, "--batch-size", "6", "--image-size", "16", "--epochs", "2",
+		"--cache", "64MiB", "--cache-dir", cacheDir)
 	reader, out := consume(t, d, "c")
 	if err := reader.Wait(); err != nil {
 		t.Fatalf("consumer: %v", err)
@@ -68,9 +74,25 @@ func TestMountServesShardsFromS3(t *testing.T) {
 		n += len(b.Indices)
 	}
 	st := readFile(t, filepath.Join(d.dir, "status"))
-	if n != 20 || !regexp.MustCompile(`(?m)^remote: http://127\.0\.0\.1:\d+, bucket data: \d+ requests, 0 retried, 0 failed`).MatchString(st) ||
-		strings.Contains(st, s3test.SecretKey) {
+	if n != 40 || !regexp.MustCompile(`(?m)^remote: http://127\.0\.0\.1:\d+, bucket data: \d+ requests, 0 retried, 0 failed, .* read; .*/s over the last 10 s$`).MatchString(st) ||
+		!strings.Contains(st, "on disk in "+cacheDir+", 20 files; hit rate 50% (20 hits, 20 misses)") || strings.Contains(st, s3test.SecretKey) {
 		t.Fatalf("%d samples served; status:\n%s", n, st)
+	}
+	var doc statusDoc
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(d.dir, "status.json"))), &doc); err != nil {
+		t.Fatal(err)
+	}
+	// 3 shards indexed, a LIST-free spec: 3 streams and 20 ranged reads.
+	if doc.Remote == nil || doc.Remote.Requests != 23 || doc.Remote.Bytes <= 0 || doc.Remote.Retries != 0 ||
+		doc.Cache == nil || doc.Cache.Hits != 20 || doc.Cache.Misses != 20 || doc.Cache.Dir != cacheDir {
+		t.Fatalf("status.json: remote %+v, cache %+v", doc.Remote, doc.Cache)
+	}
+	metrics := readFile(t, filepath.Join(d.dir, "metrics"))
+	if !strings.Contains(metrics, "tsock_remote_requests_total 23\n") || !strings.Contains(metrics, "tsock_cache_hits_total 20\n") {
+		t.Fatalf("metrics:\n%s", metrics)
+	}
+	if entries, err := os.ReadDir(cacheDir); err != nil || len(entries) != 0 {
+		t.Fatalf("the cache directory holds %v (%v)", entries, err)
 	}
 	d.stop(t)
 	mp := t.TempDir()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/remote"
 )
 
 // status renders MOUNTPOINT/status: one "key: value" per line.
@@ -57,8 +58,15 @@ func (c *mountCommand) status() ([]byte, error) {
 	}
 	if c.cache != nil {
 		cs := c.cache.Stats()
-		fmt.Fprintf(&b, "raw cache: %s of %s, %d files; hit rate %.0f%% (%d hits, %d misses)\n",
-			humanize.IBytes(uint64(cs.Used)), humanize.IBytes(uint64(cs.Limit)), cs.Files, 100*cs.HitRate(), cs.Hits, cs.Misses)
+		where := "in memory"
+		if cs.Dir != "" {
+			where = "on disk in " + printable(cs.Dir)
+		}
+		fmt.Fprintf(&b, "raw cache: %s of %s %s, %d files; hit rate %.0f%% (%d hits, %d misses)\n",
+			humanize.IBytes(uint64(cs.Used)), humanize.IBytes(uint64(cs.Limit)), where, cs.Files, 100*cs.HitRate(), cs.Hits, cs.Misses)
+		if cs.Dropped > 0 {
+			fmt.Fprintf(&b, "  not kept: %d files (writes to the cache directory failed: a full disk?)\n", cs.Dropped)
+		}
 	}
 	if c.ingest == nil {
 		ps := c.producer.Stats().Snapshot()
@@ -66,14 +74,11 @@ func (c *mountCommand) status() ([]byte, error) {
 		for _, s := range ps.RecentSkips {
 			fmt.Fprintf(&b, "  skipped: %s\n", printable(s))
 		}
-		var src producer.Source = c.cfg.Source
-		if cached, ok := src.(*producer.Cache); ok {
-			src = cached.EncodedSource
+		if st := c.remoteStore(); st != nil {
+			fmt.Fprintf(&b, "remote: %s; %s/s over the last 10 s\n", c.unwrappedSource().(*producer.Shards).Remote(),
+				humanize.IBytes(uint64(c.rate.remoteRate(st.Stats.Bytes.Load()))))
 		}
-		if r, ok := src.(interface{ Remote() string }); ok && r.Remote() != "" {
-			fmt.Fprintf(&b, "remote: %s\n", r.Remote())
-		}
-		if sh, ok := src.(interface{ Skipped() []string }); ok && len(sh.Skipped()) > 0 {
+		if sh, ok := c.unwrappedSource().(interface{ Skipped() []string }); ok && len(sh.Skipped()) > 0 {
 			left := sh.Skipped()
 			fmt.Fprintf(&b, "left out when the shards were indexed: %d\n", len(left))
 			for _, s := range left[:min(len(left), 3)] {
@@ -170,10 +175,28 @@ func (c *mountCommand) state() ([]byte, error) {
 	return []byte(word + "\n"), nil
 }
 
+// unwrappedSource is the source under --cache; nil with --ingest.
+func (c *mountCommand) unwrappedSource() producer.Source {
+	if cached, ok := c.cfg.Source.(*producer.Cache); ok {
+		return cached.EncodedSource
+	}
+	return c.cfg.Source
+}
+
+// remoteStore is the object store the source reads; nil for local data.
+func (c *mountCommand) remoteStore() *remote.Store {
+	if s, ok := c.unwrappedSource().(*producer.Shards); ok {
+		return s.Store()
+	}
+	return nil
+}
+
 // rateMeter samples the store's sample count once a second, for a rate
 // over the last ten seconds and one for each second of the last minute.
 type rateMeter struct {
-	store   *batchstore.Store
+	store *batchstore.Store
+	// remote, if set, is the bytes read from an object store so far.
+	remote  func() int64
 	mu      sync.Mutex
 	samples []rateSample
 	start   time.Time
@@ -186,8 +209,9 @@ const (
 )
 
 type rateSample struct {
-	at time.Time
-	n  uint64
+	at     time.Time
+	n      uint64
+	remote int64
 }
 
 func newRateMeter(s *batchstore.Store) *rateMeter {
@@ -209,12 +233,31 @@ func (m *rateMeter) run(ctx context.Context) {
 
 func (m *rateMeter) sample() {
 	n := m.store.Snapshot().SamplesPublished
+	var remote int64
+	if m.remote != nil {
+		remote = m.remote()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.samples = append(m.samples, rateSample{time.Now(), n})
+	m.samples = append(m.samples, rateSample{time.Now(), n, remote})
 	if len(m.samples) > rateHistory+1 {
 		m.samples = m.samples[1:]
 	}
+}
+
+// remoteRate is bytes/s read from the object store over the last ten
+// seconds, now being the bytes read so far.
+func (m *rateMeter) remoteRate(now int64) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.samples) == 0 {
+		return 0
+	}
+	first := m.samples[max(0, len(m.samples)-recentRate-1)]
+	if el := time.Since(first.at).Seconds(); el > 0 {
+		return float64(now-first.remote) / el
+	}
+	return 0
 }
 
 // rates are images/s over the last ten seconds and since the start, now

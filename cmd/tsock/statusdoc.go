@@ -29,6 +29,30 @@ type statusDoc struct {
 	Skipped   int           `json:"skipped"`
 	Consumers []consumerDoc `json:"consumers"`
 	GPU       *gpuDoc       `json:"gpu,omitempty"`
+	Cache     *cacheDoc     `json:"cache,omitempty"`  // with --cache
+	Remote    *remoteDoc    `json:"remote,omitempty"` // with an s3:// source
+}
+
+// cacheDoc is --cache: what it holds, and how often it answered.
+type cacheDoc struct {
+	Limit  int64  `json:"limit"`
+	Used   int64  `json:"used"`
+	Files  int    `json:"files"`
+	Hits   uint64 `json:"hits"`
+	Misses uint64 `json:"misses"`
+	// Dropped: files not kept for a failed write to the disk cache.
+	Dropped uint64 `json:"dropped"`
+	Dir     string `json:"dir"` // --cache-dir; "" in memory
+}
+
+// remoteDoc is the object store's traffic; requests count every attempt.
+type remoteDoc struct {
+	Endpoint string  `json:"endpoint"`
+	Requests uint64  `json:"requests"`
+	Retries  uint64  `json:"retries"`
+	Failures uint64  `json:"failures"`
+	Bytes    int64   `json:"bytes"`
+	Rate     float64 `json:"bytes_per_second"` // the last 10 s
 }
 
 type producerDoc struct {
@@ -130,6 +154,17 @@ func (c *mountCommand) statusJSON() ([]byte, error) {
 	}
 	if c.gpu != nil {
 		doc.GPU = c.gpu.doc()
+	}
+	if c.cache != nil {
+		cs := c.cache.Stats()
+		doc.Cache = &cacheDoc{Limit: cs.Limit, Used: cs.Used, Files: cs.Files, Hits: cs.Hits, Misses: cs.Misses, Dropped: cs.Dropped, Dir: cs.Dir}
+	}
+	if st := c.remoteStore(); st != nil {
+		bytes := st.Stats.Bytes.Load()
+		doc.Remote = &remoteDoc{
+			Endpoint: st.Endpoint(), Requests: st.Stats.Requests.Load(), Retries: st.Stats.Retries.Load(),
+			Failures: st.Stats.Failures.Load(), Bytes: bytes, Rate: c.rate.remoteRate(bytes),
+		}
 	}
 	return json.MarshalIndent(doc, "", "  ")
 }
