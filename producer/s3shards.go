@@ -8,6 +8,8 @@ import (
 	"io"
 	"path"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tsock/tsock/producer/remote"
 	"github.com/tsock/tsock/producer/wds"
@@ -15,6 +17,25 @@ import (
 
 // IsS3Spec says whether a --source value names an object store.
 func IsS3Spec(spec string) bool { return strings.HasPrefix(spec, "s3://") }
+
+// ParseS3Spec splits s3://BUCKET/KEY into its bucket and key (or key
+// prefix), checking what S3 allows of each: a bucket of 3 to 63 of
+// a-z 0-9 . -, a key of at most 1,024 bytes of valid UTF-8 without
+// control characters.
+func ParseS3Spec(spec string) (bucket, key string, err error) {
+	rest, ok := strings.CutPrefix(spec, "s3://")
+	if !ok {
+		return "", "", fmt.Errorf("source %q: not s3://BUCKET/KEY", spec)
+	}
+	bucket, key, _ = strings.Cut(rest, "/")
+	if len(bucket) < 3 || len(bucket) > 63 || strings.Trim(bucket, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" {
+		return "", "", fmt.Errorf("source %q: bucket %q: want 3 to 63 of a-z, 0-9, '.' and '-'", spec, bucket)
+	}
+	if len(key) > 1024 || !utf8.ValidString(key) || strings.IndexFunc(key, unicode.IsControl) >= 0 {
+		return "", "", fmt.Errorf("source %q: a key is at most 1,024 bytes of UTF-8 without control characters", spec)
+	}
+	return bucket, key, nil
+}
 
 // s3Shards are shards in a bucket: names are keys.
 type s3Shards struct {
@@ -28,10 +49,9 @@ type s3Shards struct {
 // stream, 16 at a time; each image is then one ranged GET. ctx bounds
 // every request, then and later.
 func OpenS3Shards(ctx context.Context, spec string, store *remote.Store) (*Shards, error) {
-	rest := strings.TrimPrefix(spec, "s3://")
-	bucket, keys, ok := strings.Cut(rest, "/")
-	if !ok || bucket == "" || keys == "" {
-		return nil, fmt.Errorf("source %q: want s3://BUCKET/KEY.tar (braces and globs allowed in KEY)", spec)
+	bucket, keys, err := ParseS3Spec(spec)
+	if err != nil {
+		return nil, err
 	}
 	return openShards(spec, keys, s3Shards{ctx: ctx, store: store, bucket: bucket})
 }
@@ -70,9 +90,9 @@ func (f s3Shards) glob(pattern string) ([]string, error) {
 // what came before, as a local one does.
 func (f s3Shards) index(key string) shardIndex {
 	var ix shardIndex
-	err := f.store.Stream(f.ctx, f.bucket, key, func(r io.Reader, etag string) error {
+	err := f.store.Stream(f.ctx, f.bucket, key, func(r io.Reader, obj remote.Object) error {
 		samples, skips, broke := wds.Index(r)
-		ix = shardIndex{version: etag, samples: samples, skips: skips, broke: broke}
+		ix = shardIndex{version: obj.ETag, samples: samples, skips: skips, broke: broke}
 		if broke != nil && !errors.Is(broke, tar.ErrHeader) && !errors.Is(broke, tar.ErrFieldTooLong) {
 			// The stream broke, not the shard: again, with the store's own
 			// words when it answered nothing but an error.

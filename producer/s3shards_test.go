@@ -207,3 +207,28 @@ func TestFetchAheadOverlapsRequests(t *testing.T) {
 	}
 	equalBatches(t, produce(t, config(folder, 8, 2, 1)), fetched, "the folder and S3 fetched ahead")
 }
+
+// TestS3EndpointFromSharedConfig: with no --s3-endpoint and no
+// AWS_ENDPOINT_URL, the profile's endpoint_url and region in the shared
+// config file (AWS_CONFIG_FILE, AWS_PROFILE) reach the server.
+func TestS3EndpointFromSharedConfig(t *testing.T) {
+	server := s3test.Start(t, "data")
+	spec := uploadShards(t, server, "data", producertest.Shards(t, producertest.Folder(t, 4, 2), 4))
+	config := filepath.Join(t.TempDir(), "config")
+	text := "[default]\nendpoint_url = http://127.0.0.1:1\n[profile lab]\nregion = us-east-1\nendpoint_url = " + server.Endpoint + "\n"
+	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CONFIG_FILE", config)
+	t.Setenv("AWS_PROFILE", "lab")
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	t.Setenv("AWS_ENDPOINT_URL_S3", "")
+	t.Setenv("AWS_REGION", "")
+	src, err := producer.OpenContext(context.Background(), spec, s3Config(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Len() != 4 || !strings.Contains(src.(*producer.Shards).Remote(), server.Endpoint) {
+		t.Fatalf("%d samples from %s", src.Len(), src.(*producer.Shards).Remote())
+	}
+}

@@ -277,8 +277,13 @@ func (s *Shards) Remote() string {
 	if !ok {
 		return ""
 	}
-	st := &f.store.Stats
-	return fmt.Sprintf("%s: %d requests, %d retried, %d failed, %s read", f, st.Requests.Load(), st.Retries.Load(),
+	return remoteSummary(f.String(), f.store)
+}
+
+// remoteSummary is a remote source's status line: where, and its traffic.
+func remoteSummary(where string, store *remote.Store) string {
+	st := &store.Stats
+	return fmt.Sprintf("%s: %d requests, %d retried, %d failed, %s read", where, st.Requests.Load(), st.Retries.Load(),
 		st.Failures.Load(), humanize.IBytes(uint64(st.Bytes.Load())))
 }
 

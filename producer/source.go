@@ -43,7 +43,14 @@ func OpenContext(ctx context.Context, spec string, s3 remote.Config) (Source, er
 		if err != nil {
 			return nil, fmt.Errorf("source %q: %w", spec, err)
 		}
-		return OpenS3Shards(ctx, spec, store)
+		bucket, key, err := ParseS3Spec(spec)
+		if err != nil {
+			return nil, err
+		}
+		if IsShardSpec(key) {
+			return OpenS3Shards(ctx, spec, store)
+		}
+		return OpenS3Folder(ctx, bucket, key, store)
 	}
 	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
 		n, err := strconv.Atoi(rest)

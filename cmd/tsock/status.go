@@ -75,7 +75,7 @@ func (c *mountCommand) status() ([]byte, error) {
 			fmt.Fprintf(&b, "  skipped: %s\n", printable(s))
 		}
 		if st := c.remoteStore(); st != nil {
-			fmt.Fprintf(&b, "remote: %s; %s/s over the last 10 s\n", c.unwrappedSource().(*producer.Shards).Remote(),
+			fmt.Fprintf(&b, "remote: %s; %s/s over the last 10 s\n", c.unwrappedSource().(remoteSource).Remote(),
 				humanize.IBytes(uint64(c.rate.remoteRate(st.Stats.Bytes.Load()))))
 		}
 		if sh, ok := c.unwrappedSource().(interface{ Skipped() []string }); ok && len(sh.Skipped()) > 0 {
@@ -183,9 +183,15 @@ func (c *mountCommand) unwrappedSource() producer.Source {
 	return c.cfg.Source
 }
 
+// remoteSource is a source in an object store.
+type remoteSource interface {
+	Store() *remote.Store // nil: a local one after all
+	Remote() string       // status's line
+}
+
 // remoteStore is the object store the source reads; nil for local data.
 func (c *mountCommand) remoteStore() *remote.Store {
-	if s, ok := c.unwrappedSource().(*producer.Shards); ok {
+	if s, ok := c.unwrappedSource().(remoteSource); ok {
 		return s.Store()
 	}
 	return nil

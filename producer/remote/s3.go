@@ -51,12 +51,22 @@ type Store struct {
 }
 
 // Dial prepares a client for cfg: credentials from the AWS environment
-// variables, then the shared credentials file, then the instance's role.
+// variables, then the shared credentials file, then the instance's role;
+// endpoint and region from cfg, the environment, then the profile in the
+// shared config file.
 func Dial(cfg Config) (*Store, error) {
 	cfg.Attempts = max(cfg.Attempts, 1)
+	profile := cfg.Profile
+	if profile == "" {
+		profile = firstEnv("AWS_PROFILE")
+	}
+	shared := loadSharedConfig(profile)
 	endpoint := cfg.Endpoint
 	if endpoint == "" {
 		endpoint = firstEnv("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+	}
+	if endpoint == "" {
+		endpoint = shared.Endpoint
 	}
 	if endpoint == "" {
 		endpoint = "https://s3.amazonaws.com"
@@ -68,9 +78,9 @@ func Dial(cfg Config) (*Store, error) {
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
 		return nil, fmt.Errorf("S3 endpoint %q: want http://HOST:PORT or https://HOST[:PORT]", redact(endpoint))
 	}
-	profile := cfg.Profile
-	if profile == "" {
-		profile = firstEnv("AWS_PROFILE")
+	region := firstEnv("AWS_REGION", "AWS_DEFAULT_REGION")
+	if region == "" {
+		region = shared.Region
 	}
 	creds := credentials.NewChainCredentials([]credentials.Provider{
 		&credentials.EnvAWS{},
@@ -78,7 +88,7 @@ func Dial(cfg Config) (*Store, error) {
 		&credentials.IAM{},
 	})
 	client, err := minio.New(u.Host, &minio.Options{
-		Creds: creds, Secure: u.Scheme == "https", Region: firstEnv("AWS_REGION", "AWS_DEFAULT_REGION"),
+		Creds: creds, Secure: u.Scheme == "https", Region: region,
 		MaxRetries:   1,                      // tsock retries, and counts
 		BucketLookup: minio.BucketLookupAuto, // virtual-hosted for AWS, path-style for IPs and other servers
 	})
@@ -166,7 +176,7 @@ func transient(err error) bool {
 		}
 		return false
 	}
-	return !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrChanged) // network errors, short bodies, timeouts
+	return !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrChanged) && !errors.Is(err, errTooLarge) // network errors, short bodies, timeouts
 }
 
 // permanent gives an error response its meaning.
@@ -211,10 +221,16 @@ func (s *Store) ReadAt(ctx context.Context, bucket, key, etag string, p []byte, 
 	})
 }
 
-// Stream calls read with the whole of bucket/key as one stream and its
-// ETag; an attempt that breaks off is tried again from the start (read
+// Object is what a read learns of an object before its bytes.
+type Object struct {
+	ETag string
+	Size int64
+}
+
+// Stream calls read with the whole of bucket/key as one stream and what
+// it is; an attempt that breaks off is tried again from the start (read
 // must start afresh).
-func (s *Store) Stream(ctx context.Context, bucket, key string, read func(r io.Reader, etag string) error) error {
+func (s *Store) Stream(ctx context.Context, bucket, key string, read func(r io.Reader, obj Object) error) error {
 	return s.do(ctx, fmt.Sprintf("s3://%s/%s", bucket, key), func(ctx context.Context) error {
 		obj, err := s.client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
 		if err != nil {
@@ -225,7 +241,65 @@ func (s *Store) Stream(ctx context.Context, bucket, key string, read func(r io.R
 		if err != nil {
 			return permanent(err)
 		}
-		return permanent(read(&counting{r: obj, n: &s.Stats.Bytes}, info.ETag))
+		return permanent(read(&counting{r: obj, n: &s.Stats.Bytes}, Object{ETag: info.ETag, Size: info.Size}))
+	})
+}
+
+// Get reads the whole of bucket/key into *buf (grown as needed), at most
+// limit bytes: a larger object is an error, not a read.
+func (s *Store) Get(ctx context.Context, bucket, key string, buf *[]byte, limit int64) ([]byte, error) {
+	var out []byte
+	err := s.Stream(ctx, bucket, key, func(r io.Reader, obj Object) error {
+		if obj.Size > limit || obj.Size < 0 {
+			return fmt.Errorf("object of %d bytes is over the %d-byte limit (%w)", obj.Size, limit, errTooLarge)
+		}
+		if int64(cap(*buf)) < obj.Size {
+			*buf = make([]byte, obj.Size)
+		}
+		out = (*buf)[:obj.Size]
+		_, err := io.ReadFull(r, out)
+		return err
+	})
+	return out, err
+}
+
+// errTooLarge is permanent: the object will not shrink on a retry.
+var errTooLarge = errors.New("too large")
+
+// Prefixes lists the "directories" right under prefix (keys up to the
+// next "/"), in order: a layout's first level, to list in parallel.
+func (s *Store) Prefixes(ctx context.Context, bucket, prefix string) ([]string, error) {
+	var out []string
+	err := s.do(ctx, fmt.Sprintf("list s3://%s/%s", bucket, prefix), func(ctx context.Context) error {
+		out = out[:0]
+		for obj := range s.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix}) {
+			if obj.Err != nil {
+				return permanent(obj.Err)
+			}
+			if strings.HasSuffix(obj.Key, "/") {
+				out = append(out, obj.Key)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Walk calls fn with every key under prefix and its size, in order, a
+// page (1,000 keys) at a time as the store answers; listed counts the
+// keys as they come, for progress. A listing that fails part way is
+// tried again from the start, after reset.
+func (s *Store) Walk(ctx context.Context, bucket, prefix string, listed *atomic.Int64, reset func(), fn func(key string, size int64)) error {
+	return s.do(ctx, fmt.Sprintf("list s3://%s/%s", bucket, prefix), func(ctx context.Context) error {
+		reset()
+		for obj := range s.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+			if obj.Err != nil {
+				return permanent(obj.Err)
+			}
+			listed.Add(1)
+			fn(obj.Key, obj.Size)
+		}
+		return nil
 	})
 }
 
