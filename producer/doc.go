@@ -10,9 +10,15 @@
 // blocks, then the workers run out of sample buffers and block too.
 //
 // Sources: an ImageFolder (Folder), WebDataset tar shards on a local disk
-// (Shards: indexed once at open by package wds, each image then read by
-// one ranged read), and synthetic images. A Source numbers its samples
-// once and for all; everything downstream knows only those numbers.
+// or in an object store (Shards: indexed once at open by package wds,
+// each image then read by one ranged read), ImageFolder-shaped keys in an
+// object store (S3Folder: listed once at open, each image one GET), and
+// synthetic images; package remote holds the object-store client. A
+// Source numbers its samples once and for all; everything downstream
+// knows only those numbers. With Config.Fetch a fetcher reads encoded
+// samples ahead of the workers in the dispatcher's order, so round trips
+// to a remote store overlap; a Cache (memory or an unnamed file on disk)
+// keeps them after their first read.
 //
 // Invariants:
 //   - Each epoch holds every decodable sample exactly once; a batch never
@@ -29,6 +35,12 @@
 //     published, and the slab is returned only when the batch is freed.
 //   - A run forever keeps no state per epoch: only the epoch being made
 //     is counted (Stats, the assembler), so memory stays flat.
+//   - A shard's samples are read only from the version that was indexed
+//     (ETag, or inode, size and mtime): a replaced shard's samples are
+//     skipped, never read at stale offsets.
+//   - An object store that keeps failing stops the pipeline
+//     (remote.ErrUnavailable): it says nothing of the data, so no sample
+//     is marked bad for it.
 //   - When every sample is skipped the pipeline stops with an error that
 //     wraps batchstore.ErrNoSamples and names the source and the count.
 package producer
