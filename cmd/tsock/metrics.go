@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
+	"time"
 )
 
 // metrics renders MOUNTPOINT/metrics in the Prometheus text format: the
@@ -84,4 +88,51 @@ func bool01(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// metricsServer serves /metrics (and /status.json) over HTTP for
+// --metrics-listen: Prometheus scrapes a port, not a file in a mount.
+type metricsServer struct {
+	listener net.Listener
+	server   *http.Server
+}
+
+// listenMetrics binds addr at start, so that a taken port fails the
+// mount before anything is mounted.
+func (c *mountCommand) listenMetrics() error {
+	if c.metricsListen == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", c.metricsListen)
+	if err != nil {
+		return fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	serve := func(contentType string, render func() ([]byte, error)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			data, err := render()
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", contentType)
+			w.Write(data)
+		}
+	}
+	mux.Handle("GET /metrics", serve("text/plain; version=0.0.4; charset=utf-8", c.metrics))
+	mux.Handle("GET /status.json", serve("application/json", c.statusJSON))
+	c.metricsHTTP = &metricsServer{listener: l, server: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
+	return nil
+}
+
+// run serves until ctx ends; it returns once the server has stopped.
+func (m *metricsServer) run(ctx context.Context) {
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		m.server.Serve(m.listener) // returns at Close
+	}()
+	<-ctx.Done()
+	m.server.Close()
+	<-stopped
 }

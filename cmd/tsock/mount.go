@@ -29,28 +29,31 @@ type mountCommand struct {
 	stdout io.Writer
 	flags  *pflag.FlagSet
 
-	mountpoint  string
-	source      string
-	buffer      string
-	cacheSize   string
-	cacheDir    string
-	fetch       string
-	device      string
-	gpuBuffer   string
-	storage     string
-	passthrough string
-	debug       bool
-	allowOther  bool
-	idleExit    time.Duration
-	unmounted   chan struct{} // closed when the file system is gone
-	eviction    batchstore.Eviction
-	join        string
-	cfg         producer.Config
-	ingestMode  bool
-	ingestCfg   ingest.Config
-	order       string
-	gpuSlab     string
-	s3          remote.Config
+	mountpoint string
+	source     string
+	buffer     string
+	cacheSize  string
+	cacheDir   string
+	// metricsListen: --metrics-listen's address; metricsHTTP serves it.
+	metricsListen string
+	metricsHTTP   *metricsServer
+	fetch         string
+	device        string
+	gpuBuffer     string
+	storage       string
+	passthrough   string
+	debug         bool
+	allowOther    bool
+	idleExit      time.Duration
+	unmounted     chan struct{} // closed when the file system is gone
+	eviction      batchstore.Eviction
+	join          string
+	cfg           producer.Config
+	ingestMode    bool
+	ingestCfg     ingest.Config
+	order         string
+	gpuSlab       string
+	s3            remote.Config
 
 	store    *batchstore.Store
 	alloc    *memfile.Allocator
@@ -101,6 +104,7 @@ func (c *mountCommand) Parse(args []string) error {
 	f.StringVar(&c.device, "device", "", "GPU to copy every batch to once, for CUDA IPC: cuda:N or GPU-<uuid>")
 	f.StringVar(&c.gpuBuffer, "gpu-buffer", "", "GPU memory for batches (with --device); default: --buffer")
 	f.StringVar(&c.gpuSlab, "gpu-slab", "", "with --ingest --device: GPU memory per batch; default: --gpu-buffer/8")
+	f.StringVar(&c.metricsListen, "metrics-listen", "", "also serve metrics (GET /metrics, Prometheus text) and status.json over HTTP at this address, e.g. :9464")
 	f.BoolVar(&c.debug, "debug", false, "log every FUSE request")
 	f.BoolVar(&c.allowOther, "allow-other", false, "let other users in (each consumer directory stays its maker's)")
 	f.DurationVar(&c.idleExit, "idle-exit", 0, "unmount and exit after this long with no consumer (the buffer is held for the next to join until then); 0: never")
@@ -268,7 +272,13 @@ func (c *mountCommand) Run(ctx context.Context) error {
 	// signal, umount, --idle-exit), so no retry holds the exit up.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := c.listenMetrics(); err != nil {
+		return err
+	}
 	if err := c.setUp(ctx); err != nil {
+		if c.metricsHTTP != nil {
+			c.metricsHTTP.listener.Close()
+		}
 		return err
 	}
 	// Every goroutine Run starts ends before it returns, but the one that
@@ -287,6 +297,9 @@ func (c *mountCommand) Run(ctx context.Context) error {
 		workers.Go(func() { produced <- c.producer.Run(ctx) })
 	}
 	workers.Go(func() { c.rate.run(ctx) })
+	if c.metricsHTTP != nil {
+		workers.Go(func() { c.metricsHTTP.run(ctx) })
+	}
 	workers.Go(func() { c.store.Watch(ctx, c.eviction) })
 	idle := make(chan struct{}) // closed after --idle-exit without a consumer
 	if c.idleExit > 0 {
