@@ -140,34 +140,43 @@ func produceWith(t *testing.T, p *producer.Producer, store *batchstore.Store) []
 	// hanging it.
 	stalled, stop := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stop()
-	for i := uint64(0); ; i++ {
-		ref, err := store.Lookup(stalled, "c", i, 1)
-		if errors.Is(err, batchstore.ErrNotFound) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("lookup %d: %v", i, err)
-		}
-		l, err := store.Open(ref.Seq, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
+	drain(t, stalled, store, func(ref batchstore.Ref, l *batchstore.Lease) {
 		data := make([]byte, ref.Size)
 		if _, err := l.Blob().ReadAt(data, 0); err != nil {
 			t.Fatal(err)
 		}
-		l.Release()
 		b, err := producer.ParseBatch(data)
 		if err != nil {
-			t.Fatalf("batch %d: %v", i, err)
+			t.Fatalf("batch %d: %v", ref.Local, err)
 		}
 		out = append(out, b)
-	}
+	})
 	cancel() // it idles once nobody needs more
 	if err := <-done; err != nil {
 		t.Fatalf("producer: %v", err)
 	}
 	return out
+}
+
+// drain reads consumer "c"'s batches in order until the end, calling
+// each with every one while it is open.
+func drain(tb testing.TB, ctx context.Context, store *batchstore.Store, each func(batchstore.Ref, *batchstore.Lease)) {
+	tb.Helper()
+	for i := uint64(0); ; i++ {
+		ref, err := store.Lookup(ctx, "c", i, 1)
+		if errors.Is(err, batchstore.ErrNotFound) {
+			return
+		}
+		if err != nil {
+			tb.Fatalf("lookup %d: %v", i, err)
+		}
+		l, err := store.Open(ref.Seq, 1)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		each(ref, l)
+		l.Release()
+	}
 }
 
 func names(src producer.Source, idx []int) []string {

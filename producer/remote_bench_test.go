@@ -2,7 +2,6 @@ package producer_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,23 +38,11 @@ func epochRates(b *testing.B, src producer.Source, epochs, fetch int) (first, la
 	start := time.Now()
 	go func() { done <- p.Run(ctx) }()
 	var firstEnd time.Time
-	for i := uint64(0); ; i++ {
-		ref, err := store.Lookup(ctx, "c", i, 1)
-		if errors.Is(err, batchstore.ErrNotFound) {
-			break
-		}
-		if err != nil {
-			b.Fatalf("lookup %d: %v", i, err)
-		}
-		l, err := store.Open(ref.Seq, 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		l.Release()
+	drain(b, ctx, store, func(ref batchstore.Ref, _ *batchstore.Lease) {
 		if ref.Epoch == 0 {
 			firstEnd = time.Now()
 		}
-	}
+	})
 	end := time.Now()
 	cancel()
 	if err := <-done; err != nil {

@@ -36,7 +36,7 @@ type S3Folder struct {
 const s3ListParallel = 32
 
 // listProgressEvery is how often a long listing says how far it got.
-const listProgressEvery = 2 * time.Second
+var listProgressEvery = 2 * time.Second
 
 // OpenS3Folder lists s3://BUCKET/PREFIX/ as an ImageFolder: the classes
 // first (one listing with a delimiter), then every class's keys, many

@@ -1,12 +1,16 @@
 package producer_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,9 +103,18 @@ func TestS3FolderListsInParallelAcrossPages(t *testing.T) {
 	}
 	proxy := s3test.StartProxy(t, server, func(int) s3test.Fault { return s3test.Pass })
 	proxy.Delay.Store(int64(20 * time.Millisecond))
+	defer producer.SetListProgressEvery(5 * time.Millisecond)()
+	var logged syncBuffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
 	src, err := producer.OpenContext(context.Background(), "s3://data/train/", s3Config(proxy.Endpoint))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The user waiting at the terminal sees how far the listing got.
+	if log := logged.String(); !regexp.MustCompile(`msg=listing source=s3://data/train/ keys=\d+ classes_done=\d+ classes=24\n`).MatchString(log) ||
+		!strings.Contains(log, "msg=listed source=s3://data/train/ keys=1546 classes=24") {
+		t.Fatalf("the listing's log:\n%s", log)
 	}
 	if src.Len() != big+2*(classes-1) || len(src.Classes()) != classes {
 		t.Fatalf("%d samples in %d classes", src.Len(), len(src.Classes()))
@@ -127,6 +140,24 @@ func TestS3FolderListsInParallelAcrossPages(t *testing.T) {
 	if made != src.Len()-1 {
 		t.Fatalf("%d of %d samples made with one key deleted", made, src.Len())
 	}
+}
+
+// syncBuffer is a bytes.Buffer that goroutines may write at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestS3FolderWithoutClassesFails: a prefix with no CLASS/ sub-prefix

@@ -54,35 +54,44 @@ func s3Config(endpoint string) remote.Config {
 
 // TestS3ShardsGiveTheFoldersBatchesThroughFaults: shards in a real S3
 // server, read through a proxy that throttles (503 SlowDown), fails
-// (500), cuts bodies short and resets connections, give the same
-// batches as the same images in a local ImageFolder, byte for byte; the
-// faults are retried and counted.
+// (500), cuts bodies short, resets connections and stalls past the
+// timeout, give the same batches as the same images in a local
+// ImageFolder, byte for byte; the faults are retried and counted.
 func TestS3ShardsGiveTheFoldersBatchesThroughFaults(t *testing.T) {
 	server := s3test.Start(t, "data")
 	dir := producertest.Folder(t, 30, 3)
 	spec := uploadShards(t, server, "data", producertest.Shards(t, dir, 7))
-	faults := []s3test.Fault{s3test.SlowDown, s3test.Error500, s3test.Truncate, s3test.Reset}
+	faults := []s3test.Fault{s3test.SlowDown, s3test.Error500, s3test.Truncate, s3test.Reset, s3test.Stall}
 	proxy := s3test.StartProxy(t, server, func(n int) s3test.Fault {
 		if n%3 == 0 {
 			return faults[(n/3)%len(faults)]
 		}
 		return s3test.Pass
 	})
-	src, folder := openBoth(t, spec, proxy.Endpoint, dir)
+	cfg := s3Config(proxy.Endpoint)
+	cfg.Timeout = 300 * time.Millisecond // a stalled request times out, and is tried again
+	src, err := producer.OpenContext(context.Background(), spec, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	folder, err := producer.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sameBatches(t, folder, src)
 	// A connection closed before any answer is retried by Go's HTTP
 	// transport itself (an idempotent GET on a reused connection), below
 	// tsock's count; every other fault is tsock's retry.
 	remote := src.(*producer.Shards).Remote()
 	counted := proxy.Faults.Load() - proxy.Injected[s3test.Reset].Load()
-	for f := s3test.SlowDown; f <= s3test.Reset; f++ {
+	for f := s3test.SlowDown; f <= s3test.Stall; f++ {
 		if proxy.Injected[f].Load() == 0 {
 			t.Fatalf("fault %d never injected", f)
 		}
 	}
 	var retried uint64
 	if _, err := fmt.Sscanf(remote[strings.Index(remote, "requests, ")+len("requests, "):], "%d retried, 0 failed", &retried); err != nil || retried < counted {
-		t.Fatalf("%d faults injected (%d resets); status says %q", proxy.Faults.Load(), proxy.Injected[s3test.Reset].Load(), remote)
+		t.Fatalf("%d faults injected (%d resets); status says %q; the proxy saw:\n%s", proxy.Faults.Load(), proxy.Injected[s3test.Reset].Load(), remote, strings.Join(proxy.Log(), "\n"))
 	}
 	if strings.Contains(remote, s3test.SecretKey) || strings.Contains(remote, s3test.AccessKey) {
 		t.Fatalf("status shows a credential: %s", remote)

@@ -3,6 +3,7 @@ package producer
 import (
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -28,4 +29,12 @@ func FuzzS3Keys(f *testing.F) {
 		}
 		_ = validClass(key)
 	})
+}
+
+// SetListProgressEvery makes a listing report its progress every d, for
+// a test to see the reports without a long listing; it returns the undo.
+func SetListProgressEvery(d time.Duration) (restore func()) {
+	old := listProgressEvery
+	listProgressEvery = d
+	return func() { listProgressEvery = old }
 }

@@ -29,6 +29,8 @@
 # 6. --ingest: a torchvision pipeline of the user's own (RandAugment,
 #    RandomErasing) served once to 4 consumers vs 4 DataLoaders, whole runs
 # 7. --ingest: daemon memory + batch memory vs --buffer, 8 consumers
+# 8. S3 on loopback vs a local folder, and a mount's open over 100,000
+#    keys: scripts/bench_remote.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec 3>&1 1>&2 # the table alone on standard output; progress on standard error
@@ -285,3 +287,6 @@ print(f"\ningest write path: {', '.join(sorted(wpaths))}")
 paths = {r[5].strip() for r in rows if r[0] == "read" and len(r) > 5}
 print(f"\ndata path: {', '.join(sorted(paths))}")
 PY
+
+# 8. Data in object storage: its own table (see the script).
+scripts/bench_remote.sh "$images" "$runs" >&3

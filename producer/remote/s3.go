@@ -232,16 +232,14 @@ type Object struct {
 // must start afresh).
 func (s *Store) Stream(ctx context.Context, bucket, key string, read func(r io.Reader, obj Object) error) error {
 	return s.do(ctx, fmt.Sprintf("s3://%s/%s", bucket, key), func(ctx context.Context) error {
-		obj, err := s.client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+		// Core's GET answers with the object's info from the response
+		// headers: no HEAD request of its own.
+		body, info, _, err := minio.Core{Client: s.client}.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
 		if err != nil {
 			return permanent(err)
 		}
-		defer obj.Close()
-		info, err := obj.Stat()
-		if err != nil {
-			return permanent(err)
-		}
-		return permanent(read(&counting{r: obj, n: &s.Stats.Bytes}, Object{ETag: info.ETag, Size: info.Size}))
+		defer body.Close()
+		return permanent(read(&counting{r: body, n: &s.Stats.Bytes}, Object{ETag: info.ETag, Size: info.Size}))
 	})
 }
 
@@ -319,13 +317,16 @@ func (s *Store) List(ctx context.Context, bucket, prefix string) ([]string, erro
 	return keys, err
 }
 
+// counting counts what is read through it into n (shared) and read.
 type counting struct {
-	r io.Reader
-	n *atomic.Int64
+	r    io.Reader
+	n    *atomic.Int64
+	read int64
 }
 
 func (c *counting) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
+	c.read += int64(n)
 	return n, err
 }

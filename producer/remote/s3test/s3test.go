@@ -110,13 +110,14 @@ const (
 	Error500       // 500 InternalError
 	Truncate       // the answer's body cut in half, then the connection closed
 	Reset          // the connection closed before any answer
+	Stall          // no answer until the client gives up (its timeout)
 )
 
 // Proxy forwards to target, doing to request n (from 1) what fault says.
 type Proxy struct {
 	Endpoint string
 	Faults   atomic.Uint64    // faults injected
-	Injected [5]atomic.Uint64 // by Fault
+	Injected [6]atomic.Uint64 // by Fault
 	// Delay, in nanoseconds, holds every answer back as a distant store
 	// would, so that requests in flight overlap and can be counted.
 	Delay       atomic.Int64
@@ -124,6 +125,14 @@ type Proxy struct {
 	inFlight    atomic.Int64
 	mu          sync.Mutex
 	n           int
+	log         []string // "n fault METHOD PATH RANGE", for a failing test to show
+}
+
+// Log is what the proxy saw: one line a request, in order.
+func (p *Proxy) Log() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.log...)
 }
 
 // StartProxy starts a fault-injecting proxy to s on loopback.
@@ -140,6 +149,7 @@ func StartProxy(t testing.TB, s *Server, fault func(n int) Fault) *Proxy {
 		p.mu.Lock()
 		p.n++
 		f := fault(p.n)
+		p.log = append(p.log, fmt.Sprintf("%d fault=%d %s %s %s", p.n, f, r.Method, r.URL.RequestURI(), r.Header.Get("Range")))
 		p.mu.Unlock()
 		now := p.inFlight.Add(1)
 		defer p.inFlight.Add(-1)
@@ -161,6 +171,8 @@ func StartProxy(t testing.TB, s *Server, fault func(n int) Fault) *Proxy {
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(status)
 			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>injected</Message></Error>`, code)
+		case Stall:
+			<-r.Context().Done() // the client's timeout closes the connection
 		case Reset:
 			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
 				c.(*net.TCPConn).SetLinger(0)

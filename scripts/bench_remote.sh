@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Data in object storage, measured: prints markdown table rows (medians
+# of RUNS runs, min-max of each ratio, every ratio within one run).
+#
+#   scripts/bench_remote.sh [IMAGES] [RUNS]     default 2000 real photographs, 3 runs
+#
+# It prints a table of its own (scripts/bench.sh prints it after its own).
+# 1. The producer's images/s over whole epochs (224 px, batches of 64,
+#    every core, a buffer of 3 batches): the photos as a local folder,
+#    then as WebDataset shards of 100 in versitygw on loopback (--fetch
+#    64), then the same with --cache; the first epoch and the two later
+#    ones separately, the three one after the other in each run.
+# 2. A mount's open over 100,000 keys in versitygw on loopback: listing
+#    an ImageFolder of 1,000 classes of 100 keys, and indexing 1,000
+#    shards of 100 samples.
+# Loopback has no latency to speak of: these are the costs of tsock's
+# side (requests, parsing, copies), not of a network.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec 3>&1 1>&2 # the rows alone on standard output
+TSOCK_SETUP_TORCH=1 TSOCK_SETUP_S3=1 scripts/setup.sh
+source scripts/lib.sh
+
+images=${1:-2000}
+runs=${2:-3}
+scripts/realphotos.sh "$work/photos" "$images" >/dev/null
+go test -c -o "$work/producer.test" ./producer
+for run in $(seq "$runs"); do
+	echo "== remote, run $run of $runs"
+	(cd producer && TSOCK_BENCH_DIR="$work/photos" "$work/producer.test" -test.run '^$' \
+		-test.bench '^BenchmarkRemoteEpochs$' -test.benchtime 1x) | grep '^remote-epochs' >>"$work/results.txt"
+	(cd producer && "$work/producer.test" -test.run '^$' -test.bench '^BenchmarkRemoteOpen$' -test.benchtime 1x) |
+		grep '^remote-open' >>"$work/results.txt"
+done
+"$py" - "$work/results.txt" "$images" "$(nproc)" >&3 <<'PY'
+import statistics, sys
+path, images, cores = sys.argv[1:4]
+rows = [line.split() for line in open(path)]
+med = statistics.median
+ep = [list(map(float, (r[2], r[3], r[5], r[6], r[8], r[9]))) for r in rows if r[0] == "remote-epochs"]
+op = [(float(r[2]), float(r[4])) for r in rows if r[0] == "remote-open"]
+def ratio(a, b):
+    r = [x / y for x, y in zip(a, b)]
+    text = f"{med(r):.2f}x ({min(r):.2f}-{max(r):.2f})"
+    return text + ": no difference" if min(r) <= 1.0 <= max(r) else text
+col = lambda k: [e[k] for e in ep]
+print(f"\n### Data in object storage: medians of {len(ep)} runs (min-max of each ratio)\n")
+print("| measure | tsock | baseline | ratio |")
+print("|---|---|---|---|")
+for label, k in (("first epoch", 0), ("epochs 2-3", 1)):
+    print(f"| S3 shards on loopback, producer images/s, {label} ({images} real photos, {cores} cores) | {med(col(2 + k)):.0f} | local folder {med(col(k)):.0f} | {ratio(col(2 + k), col(k))} |")
+    print(f"| S3 shards with --cache, producer images/s, {label} | {med(col(4 + k)):.0f} | local folder {med(col(k)):.0f} | {ratio(col(4 + k), col(k))} |")
+lists, indexes = [o[0] for o in op], [o[1] for o in op]
+print(f"| open of 100,000 keys in S3: listing an ImageFolder (1,000 classes), seconds | {med(lists):.2f} ({min(lists):.2f}-{max(lists):.2f}) | | |")
+print(f"| open of 100,000 samples in S3: indexing 1,000 shards of 100, seconds | {med(indexes):.2f} ({min(indexes):.2f}-{max(indexes):.2f}) | | |")
+PY
