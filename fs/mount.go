@@ -29,6 +29,9 @@ type Options struct {
 	Metrics func() ([]byte, error)
 	// StatusJSON renders MOUNTPOINT/status.json: status for programs.
 	StatusJSON func() ([]byte, error)
+	// Classes renders MOUNTPOINT/classes: one class name a line, in
+	// label order; nil where the classes are not known (ingest).
+	Classes func() ([]byte, error)
 	// Passthrough asks for FUSE passthrough; it is used only if the
 	// kernel accepts a probe registration after mounting.
 	Passthrough bool

@@ -52,6 +52,7 @@ func lookupChild(ctx context.Context, dir *fusefs.Inode, name string, out *fuse.
 func (r *root) OnAdd(ctx context.Context) {
 	for name, render := range map[string]func() ([]byte, error){
 		"status": r.fs.opts.Status, "state": r.fs.opts.State, "metrics": r.fs.opts.Metrics, "status.json": r.fs.opts.StatusJSON,
+		"classes": r.fs.opts.Classes,
 	} {
 		if render != nil {
 			file := &textFile{render: render}

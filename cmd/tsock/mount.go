@@ -432,6 +432,9 @@ func (c *mountCommand) mount(in fs.Ingest) error {
 		Status: c.status, State: c.state, Metrics: c.metrics, StatusJSON: c.statusJSON, Compose: compose, Passthrough: c.passthrough == "auto",
 		Backing: c.alloc.Describe(), ProbeFd: probe.Fd(), Debug: c.debug, Ingest: in, AllowOther: c.allowOther,
 	}
+	if c.ingest == nil {
+		opts.Classes = c.classes
+	}
 	if c.gpu != nil {
 		opts.CUDA, opts.GPU = producer.NewCUDAFiles(c.gpu.pool), c.gpu.files()
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/dustin/go-humanize"
 
@@ -287,6 +288,21 @@ func (m *rateMeter) rates(now uint64) (recent, overall float64) {
 // names, error messages): control characters, newlines included, and
 // bytes that are not UTF-8 become Go escapes, so that no name can add a
 // line or make a reader's UTF-8 decoding fail.
+// classes renders MOUNTPOINT/classes: the source's class names, one a
+// line, in label order (line k is label k). A name with a control
+// character (a newline would split it) is written Go-quoted.
+func (c *mountCommand) classes() ([]byte, error) {
+	var b strings.Builder
+	for _, name := range c.cfg.Source.Classes() {
+		if strings.IndexFunc(name, unicode.IsControl) >= 0 {
+			name = strconv.Quote(name)
+		}
+		b.WriteString(name)
+		b.WriteByte('\n')
+	}
+	return []byte(b.String()), nil
+}
+
 func printable(s string) string {
 	q := strconv.Quote(s)
 	return q[1 : len(q)-1]

@@ -18,6 +18,9 @@ type statusDoc struct {
 	Version int    `json:"version"`
 	Mode    string `json:"mode"` // "pipeline" (--source) or "ingest"
 	Source  string `json:"source"`
+	// Classes is how many classes the source has (MOUNTPOINT/classes
+	// names them); -1 with --ingest, where the producer alone knows.
+	Classes int `json:"classes"`
 	// State is MOUNTPOINT/state's word (producing, full, idle, stopped,
 	// failed); StateText says it for people.
 	State     string        `json:"state"`
@@ -138,13 +141,13 @@ func (c *mountCommand) statusJSON() ([]byte, error) {
 	p := &doc.Producer
 	if c.ingest != nil {
 		st := c.ingest.Snapshot()
-		doc.Mode, doc.Source, p.Unit = "ingest", c.ingestDescription(), "samples"
+		doc.Mode, doc.Source, p.Unit, doc.Classes = "ingest", c.ingestDescription(), "samples", -1
 		p.Epoch, p.EpochDone, p.EpochLen = st.Epoch, st.Position, c.ingestCfg.Samples
 		doc.Skipped = st.Skipped
 		doc.State, doc.StateText = producerState(snap, "")
 	} else {
 		ps := c.producer.Stats().Snapshot()
-		doc.Mode, doc.Source, p.Unit = "pipeline", c.cfg.Source.Describe(), "images"
+		doc.Mode, doc.Source, p.Unit, doc.Classes = "pipeline", c.cfg.Source.Describe(), "images", len(c.cfg.Source.Classes())
 		p.Epoch, p.EpochDone, p.EpochLen = ps.Epoch, ps.EpochDone, ps.EpochLen
 		doc.Skipped = ps.Skipped
 		doc.State, doc.StateText = producerState(snap, ps.Failure)

@@ -184,6 +184,15 @@ class ClientTest(unittest.TestCase):
                 again, _ = plain_read(b.path)
                 self.assertNotEqual(again["images"][0, 0, 0, 0], images[0, 0, 0, 0])
 
+    def test_classes_name_the_labels(self):
+        m = self.mount("--batch-size", "8")
+        with tsock.Consumer(m.dir) as c:
+            self.assertEqual(c.classes, sorted(os.listdir(self.data)))
+            self.assertEqual(len(c.classes), self.classes)
+            self.assertEqual(c.status()["state"] in ("reading", "waiting"), True)
+        doc = tsock.status.read(m.dir)
+        self.assertEqual(doc["classes"], self.classes)
+
     def test_own_batch_size(self):
         m = self.mount("--batch-size", "8", "--epochs", "2")
         for size in (5, 7, 16):
@@ -398,6 +407,11 @@ class PackageTest(unittest.TestCase):
 
 class IngestTest(unittest.TestCase):
     """Any pipeline shares through tsock (tsock mount --ingest)."""
+
+    def test_ingest_mount_has_no_classes(self):
+        m = Mount(self, "--ingest", "--samples", "8", "--batch-size", "4")
+        self.assertIsNone(tsock.read_classes(m.dir))
+        self.assertEqual(tsock.status.read(m.dir)["classes"], -1)
 
     def test_serve_gives_exact_epochs_with_structure_and_own_sizes(self):
         import threading

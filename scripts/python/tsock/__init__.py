@@ -34,6 +34,7 @@ stalls every consumer.
 """
 from __future__ import annotations
 
+import ast
 import errno
 import json
 import mmap
@@ -223,6 +224,18 @@ def _leave(path):
         pass  # gone already, or the mount is
 
 
+def read_classes(mount: Path) -> Optional[List[str]]:
+    """MOUNTPOINT/classes as a list, or None where the mount has none
+    (--ingest). A name with a control character is written Go-quoted
+    there, which a Python string literal reads the same."""
+    try:
+        with open(os.path.join(os.fspath(mount), "classes"), encoding="utf-8") as f:
+            lines = f.read().split("\n")[:-1]
+    except FileNotFoundError:
+        return None
+    return [ast.literal_eval(n) if n.startswith('"') else n for n in lines]
+
+
 class Consumer:
     """One consumer of a tsock mount: joins on creation, leaves on close.
 
@@ -279,6 +292,13 @@ class Consumer:
         """Leaves the mount; batches still alive stay readable."""
         self._pending = None
         self._finalizer()
+
+    @property
+    def classes(self) -> Optional[List[str]]:
+        """The source's class names in label order (classes[k] is label
+        k's), from MOUNTPOINT/classes: what a model's output layer is sized
+        by. None on an --ingest mount, where only the producer knows them."""
+        return read_classes(self.mount)
 
     def status(self) -> Dict[str, Any]:
         """This consumer's entry of MOUNTPOINT/status.json: state, epoch,
