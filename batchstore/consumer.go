@@ -19,6 +19,9 @@ type epochMark struct {
 	boundaries  map[int]int // split id → output position in this epoch
 	outputSoFar int         // samples of it published so far
 	lastEndPos  int         // order position after its last published batch
+	// wanted is what the consumers' subsets held when it was planned:
+	// its order holds no other sample (nil: it holds all).
+	wanted *Subset
 }
 
 // split is where a consumer joined mid-epoch: its epochs end at the same
@@ -30,11 +33,36 @@ type split struct {
 	pos   int // order position in that epoch
 }
 
-// cbatch is one of a consumer's own batches: samples [start, end).
+// cbatch is one of a consumer's own batches: samples [start, end), or,
+// for a consumer with a subset, the runs of them in picks.
 type cbatch struct {
 	start, end uint64
-	epoch      int // the consumer's own epoch
-	index      int // within that epoch
+	epoch      int    // the consumer's own epoch
+	index      int    // within that epoch
+	picks      []span // nil: all of [start, end)
+}
+
+// span is a run [from, to) of global samples.
+type span struct{ from, to uint64 }
+
+// samples is the number of samples in cb.
+func (cb cbatch) samples() uint64 {
+	if cb.picks == nil {
+		return cb.end - cb.start
+	}
+	n := uint64(0)
+	for _, p := range cb.picks {
+		n += p.to - p.from
+	}
+	return n
+}
+
+// spans are cb's runs of samples.
+func (cb cbatch) spans() []span {
+	if cb.picks == nil {
+		return []span{{cb.start, cb.end}}
+	}
+	return cb.picks
 }
 
 // batchList is a consumer's own batches computed so far, from number
@@ -123,6 +151,20 @@ type consumer struct {
 	waitTotal      time.Duration
 	waitSince      time.Time
 	caller         CallerID // the process (thread) that last looked up one of its batches
+	// subset is what it trains on (nil: everything); with hasNext, next
+	// replaces it from its own epoch nextFrom on.
+	subset   *Subset
+	next     *Subset
+	hasNext  bool
+	nextFrom int
+}
+
+// subsetFor is c's subset in its own epoch k.
+func (c *consumer) subsetFor(k int) *Subset {
+	if c.hasNext && k >= c.nextFrom {
+		return c.next
+	}
+	return c.subset
 }
 
 // active: still reading; a consumer that left or was evicted has nothing
@@ -160,6 +202,7 @@ func (s *Store) Join(name string) error {
 	}
 	s.place(c)
 	s.consumers[name] = c
+	s.replaceForSubset(c) // all of the data: not in epochs planned for narrower subsets
 	s.noteWatchers()
 	// What it starts after is passed for it: that may free batches kept
 	// for the first joiner.
@@ -263,6 +306,7 @@ func (s *Store) oldestHeldEpochStart() (int, bool) {
 
 func (s *Store) placeAligned(c *consumer, epoch int) {
 	c.joinEpoch, c.joinPos, c.splitID = epoch, 0, 0
+	c.start, c.startKnown = 0, false
 	if m := s.epochs[epoch]; m != nil && m.started {
 		c.start, c.startKnown = m.start, true
 	}

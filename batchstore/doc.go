@@ -25,6 +25,21 @@
 //     holds every sample not known bad), so the store fails with
 //     ErrNoSamples then: waits that nothing could end get it instead.
 //
+//   - A consumer that joins mid-epoch (a split) reads a stitched first
+//     epoch: the rest of that producer epoch, then the samples it missed,
+//     which the next producer epoch puts first. A split binds only that
+//     next epoch's plan; the consumer's later epochs are whole producer
+//     epochs from the one after, so every later order is a fresh
+//     shuffle, uniform for every consumer.
+//   - A consumer's subset (nil: everything) picks its samples out of the
+//     shared stream by each batch's dataset indices (Info.Indices); every
+//     one of its epochs holds exactly its subset of the producer epochs
+//     it spans. The producer plans each epoch from the union of the
+//     active consumers' subsets (wanted, kept in the epoch's mark): a
+//     consumer whose subset a planned epoch lacks starts after it, and a
+//     subset set while reading applies from its first epoch that starts
+//     in an unplanned producer epoch, never inside one.
+//
 // The store knows nothing of FUSE. The adapter passes a CallerID (the
 // kernel's thread id of the request) so that an open of a batch inode that
 // several consumer directories share can be charged to the consumer whose

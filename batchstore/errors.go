@@ -25,6 +25,9 @@ var (
 	ErrProducerFailed = errors.New("the producer failed")
 	// ErrBadBatchSize: a batch size that is not allowed.
 	ErrBadBatchSize = errors.New("invalid batch size")
+	// ErrBadSubset: a consumer subset that is refused (the message says
+	// what was wrong).
+	ErrBadSubset = errors.New("invalid subset")
 	// ErrBadName: a consumer name that is not allowed.
 	ErrBadName = errors.New("invalid consumer name")
 	// ErrBadBatch: an ingested batch, or a control-file value, that is

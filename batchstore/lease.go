@@ -132,14 +132,14 @@ func (s *Store) consume(c *consumer, j uint64) {
 	}
 	c.progress = time.Now()
 	c.batchesRead++
-	c.samplesRead += cb.end - cb.start
+	c.samplesRead += cb.samples()
 	if pieces, _, err := s.pieces(cb); err == nil {
 		c.bytesRead += s.cfg.Measure(pieces)
 	}
 	if cb.epoch != c.lastEpoch {
 		c.epochSamples = 0
 	}
-	c.epochSamples += cb.end - cb.start
+	c.epochSamples += cb.samples()
 	c.lastEpoch = cb.epoch
 	c.done[j] = struct{}{}
 	for {
@@ -169,6 +169,14 @@ func (s *Store) lowSample(c *consumer) uint64 {
 		return cb.start
 	}
 	if last, ok := c.batches.last(); ok {
+		if end, known := s.epochEnd(c, 0); c.splitID != 0 && last.epoch == 0 && known && last.end == end {
+			// Its stitched first epoch is read: it goes on at the start
+			// of the producer epoch after next, and needs nothing before.
+			if start, ok := s.epochStart(c.joinEpoch + 2); ok {
+				return start
+			}
+			return max(s.samples, last.end)
+		}
 		return last.end
 	}
 	return c.start

@@ -35,8 +35,15 @@ type Ref struct {
 }
 
 // epochEnd is the global sample where c's own epoch k ends, if known.
-// Callers hold s.mu.
+// A consumer that joined mid-epoch (a split) has a stitched first epoch,
+// from its join to its split's end in the next producer epoch; each
+// later epoch of its is a whole producer epoch, the one after that (the
+// rest of the one its first epoch ended in is not its). Callers hold
+// s.mu.
 func (s *Store) epochEnd(c *consumer, k int) (uint64, bool) {
+	if c.splitID != 0 && k > 0 {
+		return s.epochStart(c.joinEpoch + k + 2)
+	}
 	m := s.epochs[c.joinEpoch+k+1]
 	if m == nil || !m.started {
 		return 0, false
@@ -49,6 +56,16 @@ func (s *Store) epochEnd(c *consumer, k int) (uint64, bool) {
 		return 0, false
 	}
 	return m.start + uint64(pos), true
+}
+
+// epochStart is the global sample where producer epoch e starts, if known.
+// Callers hold s.mu.
+func (s *Store) epochStart(e int) (uint64, bool) {
+	m := s.epochs[e]
+	if m == nil || !m.started {
+		return 0, false
+	}
+	return m.start, true
 }
 
 // resolved says what resolve could tell of a consumer's batch.
@@ -77,25 +94,8 @@ func (s *Store) resolve(c *consumer, j uint64) (cbatch, resolved) {
 		if prev, ok := c.batches.last(); ok {
 			cb.start, cb.epoch, cb.index = prev.end, prev.epoch, prev.index+1
 		}
-		end, endKnown := s.epochEnd(c, cb.epoch)
-		for endKnown && cb.start >= end { // this epoch is over, or empty: the next one
-			cb.epoch, cb.index = cb.epoch+1, 0
-			if s.cfg.Epochs > 0 && cb.epoch >= s.cfg.Epochs {
-				return cbatch{}, pastEnd
-			}
-			end, endKnown = s.epochEnd(c, cb.epoch)
-		}
-		cb.end = cb.start + uint64(c.batchSize)
-		switch {
-		case endKnown:
-			cb.end = min(cb.end, end)
-		case cb.end > s.samples:
-			// The epoch's end is not known yet, but it cannot come before
-			// what is published: wait for more.
-			return cbatch{}, unknownYet
-		}
-		if cb.end > s.samples {
-			return cbatch{}, unknownYet
+		if state := s.next(c, &cb); state != known {
+			return cbatch{}, state
 		}
 		c.batches.add(cb)
 	}
@@ -104,6 +104,88 @@ func (s *Store) resolve(c *consumer, j uint64) (cbatch, resolved) {
 		return cbatch{}, unknownYet
 	}
 	return cb, known
+}
+
+// next fills cb, the batch that starts at cb.start in c's own epoch
+// cb.epoch (or a later one, if that one is over or has none of c's
+// samples left). Callers hold s.mu.
+func (s *Store) next(c *consumer, cb *cbatch) resolved {
+	for {
+		end, endKnown := s.epochEnd(c, cb.epoch)
+		for endKnown && cb.start >= end { // this epoch is over, or empty: the next one
+			cb.epoch, cb.index = cb.epoch+1, 0
+			if s.cfg.Epochs > 0 && cb.epoch >= s.cfg.Epochs {
+				return pastEnd
+			}
+			if c.splitID != 0 { // past its stitched first epoch: whole producer epochs
+				start, known := s.epochStart(c.joinEpoch + cb.epoch + 1)
+				if !known {
+					return unknownYet
+				}
+				cb.start = max(cb.start, start)
+			}
+			end, endKnown = s.epochEnd(c, cb.epoch)
+		}
+		if sub := c.subsetFor(cb.epoch); sub != nil {
+			if state := s.pick(c, cb, sub, end, endKnown); state != pastEnd {
+				return state
+			}
+			continue // none of its subset left in this epoch: cb.start is its end
+		}
+		cb.end = cb.start + uint64(c.batchSize)
+		if endKnown {
+			cb.end = min(cb.end, end)
+		}
+		// Where the epoch's end is not known yet, it cannot come before
+		// what is published: wait for more.
+		if cb.end > s.samples {
+			return unknownYet
+		}
+		return known
+	}
+}
+
+// pick fills cb, which starts at cb.start in c's own epoch cb.epoch
+// (ending at end, if endKnown), with the next samples of sub: a full
+// batch, or what is left of the epoch. It says known when cb is done,
+// unknownYet when more must be published first, and pastEnd when the
+// rest of the epoch holds none of sub (cb.start is then its end).
+// Callers hold s.mu.
+func (s *Store) pick(c *consumer, cb *cbatch, sub *Subset, end uint64, endKnown bool) resolved {
+	limit := s.samples
+	if endKnown {
+		limit = min(limit, end)
+	}
+	cb.picks = cb.picks[:0]
+	got := 0
+	x := cb.start
+	for x < limit && got < c.batchSize {
+		b := s.batchAt(x)
+		if b == nil || len(b.info.Indices) != b.info.Samples {
+			break // not held (cannot be: c needs it) or without indices (refused at SetSubset)
+		}
+		to := min(limit, b.end())
+		for ; x < to && got < c.batchSize; x++ {
+			if !sub.Has(int(b.info.Indices[x-b.first])) {
+				continue
+			}
+			if n := len(cb.picks); n > 0 && cb.picks[n-1].to == x {
+				cb.picks[n-1].to++
+			} else {
+				cb.picks = append(cb.picks, span{x, x + 1})
+			}
+			got++
+		}
+	}
+	cb.end = x
+	switch {
+	case got == c.batchSize, endKnown && x == end && got > 0:
+		return known
+	case endKnown && x == end:
+		cb.start = end
+		return pastEnd
+	}
+	return unknownYet
 }
 
 // finished reports whether c has no batch j: past its last epoch, or past
@@ -200,7 +282,7 @@ func (s *Store) isDone(c *consumer, j uint64) bool {
 
 // ref describes c's batch j. Callers hold s.mu.
 func (s *Store) ref(c *consumer, j uint64, cb cbatch) (Ref, error) {
-	ref := Ref{Consumer: c.id, Local: j, Epoch: cb.epoch, Index: cb.index, Samples: int(cb.end - cb.start)}
+	ref := Ref{Consumer: c.id, Local: j, Epoch: cb.epoch, Index: cb.index, Samples: int(cb.samples())}
 	var err error
 	if ref.Pieces, ref.Time, err = s.pieces(cb); err != nil {
 		return Ref{}, err
@@ -221,17 +303,19 @@ func (s *Store) ref(c *consumer, j uint64, cb cbatch) (Ref, error) {
 func (s *Store) pieces(cb cbatch) ([]Piece, time.Time, error) {
 	var pieces []Piece
 	var newest time.Time
-	for x := cb.start; x < cb.end; {
-		b := s.batchAt(x)
-		if b == nil {
-			return nil, newest, fmt.Errorf("sample %d no longer held: %w", x, ErrNotFound)
+	for _, sp := range cb.spans() {
+		for x := sp.from; x < sp.to; {
+			b := s.batchAt(x)
+			if b == nil {
+				return nil, newest, fmt.Errorf("sample %d no longer held: %w", x, ErrNotFound)
+			}
+			to := min(sp.to, b.end())
+			pieces = append(pieces, Piece{Seq: b.seq, From: int(x - b.first), To: int(to - b.first), Total: b.info.Samples, Blob: b.blob})
+			if b.at.After(newest) {
+				newest = b.at
+			}
+			x = to
 		}
-		to := min(cb.end, b.end())
-		pieces = append(pieces, Piece{Seq: b.seq, From: int(x - b.first), To: int(to - b.first), Total: b.info.Samples, Blob: b.blob})
-		if b.at.After(newest) {
-			newest = b.at
-		}
-		x = to
 	}
 	return pieces, newest, nil
 }

@@ -152,6 +152,15 @@ func (r *Reservation) Publish(blob Blob, info Info) (uint64, error) {
 		s.endEpoch(info.Epoch)
 	}
 	s.used += blob.Size()
+	// A consumer may already be past it: one that read its stitched first
+	// epoch goes on at a later producer epoch, and reads none of this one.
+	for _, c := range s.consumers {
+		if c.active() && c.startKnown && c.started && s.lowSample(c) >= b.end() {
+			b.passed = true
+			defer s.maybeFree(b)
+			break
+		}
+	}
 	s.stats.published++
 	s.stats.publishedBytes += blob.Size()
 	s.stats.largest = max(s.stats.largest, blob.Size())
@@ -225,9 +234,10 @@ func (s *Store) pruneEpochs() {
 }
 
 // Plan orders one producer epoch. splits maps each live split to its
-// order position in the previous epoch; it returns each split's output
-// position in the new one.
-type Plan func(splits map[int]int) map[int]int
+// order position in the previous epoch; wanted says which dataset
+// indices some consumer's subset holds (every one with a nil subset). It
+// returns each split's output position in the new one.
+type Plan func(splits map[int]int, wanted func(index int) bool) map[int]int
 
 // PlanEpoch fixes epoch e's order with plan, atomically with joins: a
 // consumer that joins mid-epoch e-1 either is in splits, or joins after
@@ -235,26 +245,54 @@ type Plan func(splits map[int]int) map[int]int
 func (s *Store) PlanEpoch(e int, plan Plan) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A split binds the one epoch after the one it was made in: the
+	// joiner's first epoch ends there, and its later ones are whole
+	// producer epochs, so no order keeps a piece of an earlier one.
 	in := map[int]int{}
-	if prev := s.epochs[e-1]; prev != nil {
-		for id, sp := range s.splits {
-			switch {
-			case sp.epoch == e-1:
-				in[id] = sp.pos
-			default:
-				if pos, ok := prev.boundaries[id]; ok {
-					in[id] = pos
-				}
-			}
+	for id, sp := range s.splits {
+		if sp.epoch == e-1 {
+			in[id] = sp.pos
 		}
 	}
-	out := plan(in)
+	wanted := s.wanted()
+	out := plan(in, wanted.Has)
 	m := s.mark(e)
+	m.wanted = wanted
 	for id, pos := range out {
 		m.boundaries[id] = pos
+		delete(s.splits, id) // planned: it binds no later epoch
 	}
 	s.planned = e
 	s.broadcast()
+}
+
+// wanted is what the active consumers' subsets hold together, now and
+// from their next epochs; nil (everything) if one has none, or none is
+// joined. Callers hold s.mu.
+func (s *Store) wanted() *Subset {
+	var u *Subset
+	first := true
+	for _, c := range s.consumers {
+		if !c.active() {
+			continue
+		}
+		mine := c.subset
+		if c.hasNext {
+			mine = union(mine, c.next)
+		}
+		if mine == nil {
+			return nil
+		}
+		if first {
+			u, first = mine, false
+		} else {
+			u = union(u, mine)
+		}
+	}
+	if first {
+		return nil
+	}
+	return u
 }
 
 // WaitNeed blocks until some consumer needs the sample at order position

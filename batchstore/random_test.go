@@ -14,11 +14,23 @@ type model struct {
 	sample uint64 // the first sample of that batch
 	size   int
 	open   []*Lease
-	// offset is where its own epochs end within each producer epoch: 0
-	// when it joined at an epoch's start, its join position when it
-	// joined mid-epoch (the producer's plan puts its missed samples first,
-	// so its epochs end there).
-	offset uint64
+	// offset is 0 when it joined at an epoch's start, its join position
+	// when it joined mid-epoch (producer epoch joinEpoch): the producer's
+	// plan puts the samples it missed first in the next epoch, so its
+	// first epoch ends at offset in that one; its later epochs are whole
+	// producer epochs from the one after.
+	offset    uint64
+	joinEpoch int
+}
+
+// firstEnd is where a mid-epoch joiner's first epoch ends.
+func (m *model) firstEnd() uint64 { return uint64(m.joinEpoch+1)*epochLen + m.offset }
+
+// skip moves past the rest of the producer epoch its first epoch ended in.
+func (m *model) skip() {
+	if m.offset > 0 && m.sample == m.firstEnd() {
+		m.sample = uint64(m.joinEpoch+2) * epochLen
+	}
 }
 
 // epochLen is the samples of each producer epoch in the random model.
@@ -26,10 +38,10 @@ const epochLen = 11 // prime: batches of every size end short at epoch ends
 
 // epochEnd is the end (a global sample) of m's own epoch holding sample x.
 func (m *model) epochEnd(x uint64) uint64 {
-	if x < m.offset {
-		return m.offset
+	if m.offset > 0 && x < m.firstEnd() {
+		return m.firstEnd()
 	}
-	return ((x-m.offset)/epochLen+1)*epochLen + m.offset
+	return (x/epochLen + 1) * epochLen
 }
 
 // want is the samples of m's next batch: its batch size, or what is left
@@ -80,7 +92,7 @@ func runSchedule(t *testing.T, seed uint64) {
 			}
 			epoch := int(samples / epochLen)
 			if pos == 0 { // the producer's plan: each split's end stays where it was
-				s.PlanEpoch(epoch, func(in map[int]int) map[int]int { return in })
+				s.PlanEpoch(epoch, func(in map[int]int, _ func(int) bool) map[int]int { return in })
 			}
 			blob := &fakeBlob{size: size}
 			idx := len(blobs)
@@ -97,7 +109,7 @@ func runSchedule(t *testing.T, seed uint64) {
 				t.Fatal(err)
 			}
 			c := s.consumers[name]
-			models[name] = &model{size: size, sample: c.start, offset: uint64(c.joinPos)}
+			models[name] = &model{size: size, sample: c.start, offset: uint64(c.joinPos), joinEpoch: c.joinEpoch}
 			if !c.startKnown {
 				models[name].sample = samples
 			}
@@ -124,6 +136,7 @@ func runSchedule(t *testing.T, seed uint64) {
 			}
 			checkPieces(t, step, ref, m, firsts)
 			m.sample += uint64(ref.Samples)
+			m.skip()
 			if op == 5 {
 				if err := s.Unlink(name, m.next); err != nil {
 					t.Fatalf("step %d unlink: %v", step, err)

@@ -36,7 +36,14 @@ type Snapshot struct {
 
 // ConsumerSnapshot is one consumer's state.
 type ConsumerSnapshot struct {
-	Name        string
+	Name string
+	// Subset is what it trains on, as written ("all", "fold 2/5", …), and
+	// SubsetLen its samples (0 for all). With NextSubset set, that one
+	// applies from its own epoch NextFrom on.
+	Subset      string
+	SubsetLen   int
+	NextSubset  string
+	NextFrom    int
 	JoinedEpoch int    // producer epoch it started in
 	JoinedPos   int    // sample position in that epoch where it started
 	Stitched    bool   // joined mid-epoch: its epochs span two producer epochs
@@ -113,6 +120,12 @@ func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
 		Evicted:  c.evicted,
 		Deadlock: c.deadlock,
 		Caller:   c.caller,
+	}
+	k := max(c.lastEpoch, 0)
+	sub := c.subsetFor(k)
+	cs.Subset, cs.SubsetLen = sub.Form(), sub.Len()
+	if c.hasNext && k < c.nextFrom {
+		cs.NextSubset, cs.NextFrom = c.next.Form(), c.nextFrom
 	}
 	if c.waiting > 0 {
 		cs.WaitTotal += time.Since(c.waitSince)

@@ -29,6 +29,10 @@ type Info struct {
 	FirstPos int  // position in the epoch's order of its first sample
 	EndPos   int  // position after its last sample (failed samples in between count)
 	Last     bool // the epoch's last batch
+	// Indices are its samples' dataset indices, in order: what a
+	// consumer's subset picks by. Nil where the producer has none (an
+	// unordered ingest), and then no consumer may have a subset.
+	Indices []int32
 }
 
 // Config is what the store must know of the stream.

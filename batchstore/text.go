@@ -20,6 +20,10 @@ func (c ConsumerSnapshot) Text() string {
 	}
 	fmt.Fprintf(&b, "joined at: producer epoch %d, sample %d (%s)\n", c.JoinedEpoch, c.JoinedPos, how)
 	fmt.Fprintf(&b, "batch size: %d\n", c.BatchSize)
+	fmt.Fprintf(&b, "subset: %s\n", c.subsetText())
+	if c.NextSubset != "" {
+		fmt.Fprintf(&b, "next subset: %s, from its epoch %d\n", c.NextSubset, c.NextFrom)
+	}
 	fmt.Fprintf(&b, "position: %d\n", c.Position)
 	fmt.Fprintf(&b, "epoch: %s\n", epochText(c.Epoch))
 	fmt.Fprintf(&b, "lag: %d batches (%s)\n", c.Lag, humanize.IBytes(uint64(c.LagBytes)))
@@ -35,10 +39,17 @@ func (c ConsumerSnapshot) Text() string {
 	return b.String()
 }
 
+func (c ConsumerSnapshot) subsetText() string {
+	if c.SubsetLen == 0 {
+		return c.Subset
+	}
+	return fmt.Sprintf("%s (%d samples)", c.Subset, c.SubsetLen)
+}
+
 // Line renders a consumer in one line of the mount's status.
 func (c ConsumerSnapshot) Line() string {
-	return fmt.Sprintf("%s: %s, position %d, epoch %s, lag %d, read %d batches (%s)",
-		c.Name, c.state(), c.Position, epochText(c.Epoch), c.Lag, c.BatchesRead, humanize.IBytes(uint64(c.BytesRead)))
+	return fmt.Sprintf("%s: %s, subset %s, position %d, epoch %s, lag %d, read %d batches (%s)",
+		c.Name, c.state(), c.subsetText(), c.Position, epochText(c.Epoch), c.Lag, c.BatchesRead, humanize.IBytes(uint64(c.BytesRead)))
 }
 
 // State is the consumer's state as one word, for programs

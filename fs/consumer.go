@@ -44,7 +44,7 @@ func parseBatchName(name string) (local uint64, cuda bool, ok bool) {
 }
 
 // controlNames are the files of a consumer directory that are not batches.
-var controlNames = map[string]bool{"status": true, "state": true, "batch_size": true}
+var controlNames = map[string]bool{"status": true, "state": true, "batch_size": true, "subset": true}
 
 // consumerDir is consumers/NAME. It belongs to the user who made it: only
 // that user (and root) may list it, read its batches, set its batch size
@@ -91,6 +91,9 @@ func (d *consumerDir) OnAdd(ctx context.Context) {
 	batchSize := d.batchSizeFile()
 	batchSize.uid, batchSize.gid = d.uid, d.gid // its owner may write it
 	d.AddChild("batch_size", d.NewPersistentInode(ctx, batchSize, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+	subset := d.subsetFile()
+	subset.uid, subset.gid = d.uid, d.gid
+	d.AddChild("subset", d.NewPersistentInode(ctx, subset, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
 }
 
 // callerID is the kernel thread that made the request.
@@ -130,7 +133,7 @@ func (d *consumerDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Er
 		return nil, errno(err)
 	}
 	entries := []fuse.DirEntry{{Name: "status", Mode: syscall.S_IFREG}, {Name: "state", Mode: syscall.S_IFREG},
-		{Name: "batch_size", Mode: syscall.S_IFREG}}
+		{Name: "batch_size", Mode: syscall.S_IFREG}, {Name: "subset", Mode: syscall.S_IFREG}}
 	for _, ref := range refs {
 		ino := batchIno(ref.Seq)
 		if !ref.Direct {

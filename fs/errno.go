@@ -29,7 +29,7 @@ func errno(err error) syscall.Errno {
 		return syscall.EIO // the consumer's status (or status) says why
 	case errors.Is(err, batchstore.ErrBusy), errors.Is(err, batchstore.ErrWriting):
 		return syscall.EBUSY
-	case errors.Is(err, batchstore.ErrBadName), errors.Is(err, batchstore.ErrBadBatchSize), errors.Is(err, errBadValue),
+	case errors.Is(err, batchstore.ErrBadName), errors.Is(err, batchstore.ErrBadBatchSize), errors.Is(err, batchstore.ErrBadSubset), errors.Is(err, errBadValue),
 		errors.Is(err, batchstore.ErrBadBatch):
 		return syscall.EINVAL
 	case errors.Is(err, batchstore.ErrClosed):

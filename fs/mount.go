@@ -29,6 +29,9 @@ type Options struct {
 	Metrics func() ([]byte, error)
 	// StatusJSON renders MOUNTPOINT/status.json: status for programs.
 	StatusJSON func() ([]byte, error)
+	// ParseSubset reads what a consumer's subset file is given (see
+	// batchstore.ParseSubset); nil: writes to it fail with EINVAL.
+	ParseSubset func(text []byte) (*batchstore.Subset, error)
 	// Classes renders MOUNTPOINT/classes: one class name a line, in
 	// label order; nil where the classes are not known (ingest).
 	Classes func() ([]byte, error)

@@ -114,7 +114,7 @@ func TestListingShowsUnconsumedBatches(t *testing.T) {
 		names = append(names, de.Name())
 	}
 	sort.Strings(names)
-	if strings.Join(names, " ") != "000001.safetensors 000002.safetensors batch_size state status" {
+	if strings.Join(names, " ") != "000001.safetensors 000002.safetensors batch_size state status subset" {
 		t.Fatalf("ls: %v", names)
 	}
 	st, err := os.Stat(e.batch("a", 2))

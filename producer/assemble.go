@@ -144,9 +144,14 @@ func (a *assembler) publish(ctx context.Context, last bool) error {
 		err = b.file.Seal()
 	}
 	if err == nil {
-		_, err = b.res.Publish(blob, batchstore.Info{
+		info := batchstore.Info{
 			Epoch: b.epoch, Index: b.index, Samples: b.n, FirstPos: b.firstPos, EndPos: b.endPos, Last: last,
-		})
+			Indices: make([]int32, b.n),
+		}
+		for i := range info.Indices {
+			info.Indices[i] = int32(b.indices[i]) // dataset indices: below Source.Len, an int
+		}
+		_, err = b.res.Publish(blob, info)
 	}
 	if err != nil {
 		b.res.Cancel()

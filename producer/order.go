@@ -10,9 +10,9 @@ import (
 // returns it. prev is epoch e-1's order (nil before epoch 0).
 func (p *Producer) plan(e int, prev []int) []int {
 	var order []int
-	p.store.PlanEpoch(e, func(splits map[int]int) map[int]int {
+	p.store.PlanEpoch(e, func(splits map[int]int, wanted func(int) bool) map[int]int {
 		var out map[int]int
-		order, out = p.orderWithSplits(e, prev, splits)
+		order, out = p.orderWithSplits(e, prev, splits, wanted)
 		return out
 	})
 	return order
@@ -23,9 +23,9 @@ func (p *Producer) plan(e int, prev []int) []int {
 // must come first in this epoch, shuffled among themselves. With several
 // such splits the previous order is cut at each of them, and each piece
 // is shuffled on its own: every split's prefix set is kept. Known-bad
-// samples are dropped. It returns the order and each split's output
-// position in it.
-func (p *Producer) orderWithSplits(e int, prev []int, splits map[int]int) ([]int, map[int]int) {
+// samples, and those no consumer's subset holds (wanted), are dropped.
+// It returns the order and each split's output position in it.
+func (p *Producer) orderWithSplits(e int, prev []int, splits map[int]int, wanted func(int) bool) ([]int, map[int]int) {
 	if prev == nil {
 		prev = make([]int, p.cfg.Source.Len())
 		for i := range prev {
@@ -39,5 +39,5 @@ func (p *Producer) orderWithSplits(e int, prev []int, splits map[int]int) ([]int
 			rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })
 		}
 	}
-	return batchstore.StitchOrder(prev, splits, func(idx int) bool { return !p.stats.isBad(idx) }, shuffle)
+	return batchstore.StitchOrder(prev, p.cfg.Source.Len(), splits, func(idx int) bool { return !p.stats.isBad(idx) }, wanted, shuffle)
 }

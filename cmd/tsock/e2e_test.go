@@ -209,15 +209,32 @@ func consume(t *testing.T, d *daemon, name string) (*exec.Cmd, string) {
 // producer's), written to its batch_size file before it reads.
 func consumeSized(t *testing.T, d *daemon, name string, batchSize int) (*exec.Cmd, string) {
 	t.Helper()
+	knobs := map[string]string{}
+	if batchSize > 0 {
+		knobs["batch_size"] = fmt.Sprintln(batchSize)
+	}
+	return consumeWith(t, d, name, knobs)
+}
+
+// consumeWith is consume with control files (batch_size, subset) written
+// before it reads.
+func consumeWith(t *testing.T, d *daemon, name string, knobs map[string]string) (*exec.Cmd, string) {
+	t.Helper()
 	if err := os.Mkdir(filepath.Join(d.dir, "consumers", name), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if batchSize > 0 {
-		knob := filepath.Join(d.dir, "consumers", name, "batch_size")
-		if err := os.WriteFile(knob, []byte(fmt.Sprintln(batchSize)), 0o644); err != nil {
-			t.Fatal(err)
+	for knob, value := range knobs {
+		if err := os.WriteFile(filepath.Join(d.dir, "consumers", name, knob), []byte(value), 0o644); err != nil {
+			t.Fatalf("%s of %s: %v", knob, name, err)
 		}
 	}
+	return startReader(t, d, name)
+}
+
+// startReader runs a process that copies out consumer name's batches, in
+// order, to the end.
+func startReader(t *testing.T, d *daemon, name string) (*exec.Cmd, string) {
+	t.Helper()
 	out := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "TSOCK_TEST_CONSUMER="+filepath.Join(d.dir, "consumers", name), "TSOCK_TEST_OUT="+out)

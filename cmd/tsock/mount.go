@@ -417,6 +417,19 @@ func (c *mountCommand) setUpIngest(limit int64) error {
 	return c.mount(ingestFiles{c})
 }
 
+// parseSubset reads a consumer's subset file against this mount's data.
+func (c *mountCommand) parseSubset(text []byte) (*batchstore.Subset, error) {
+	d := batchstore.Dataset{Len: c.ingestCfg.Samples, Seed: c.cfg.Seed}
+	if c.ingest != nil && d.Len == 0 {
+		return nil, fmt.Errorf("an unordered ingest (no --samples) has no dataset indices to pick by: %w", batchstore.ErrBadSubset)
+	}
+	if c.ingest == nil {
+		src := c.cfg.Source
+		d.Len, d.Label, d.Classes = src.Len(), src.Label, src.Classes()
+	}
+	return batchstore.ParseSubset(text, d)
+}
+
 // mount serves the store at the mountpoint.
 func (c *mountCommand) mount(in fs.Ingest) error {
 	probe, err := c.alloc.Create(4096)
@@ -435,6 +448,7 @@ func (c *mountCommand) mount(in fs.Ingest) error {
 	if c.ingest == nil {
 		opts.Classes = c.classes
 	}
+	opts.ParseSubset = c.parseSubset
 	if c.gpu != nil {
 		opts.CUDA, opts.GPU = producer.NewCUDAFiles(c.gpu.pool), c.gpu.files()
 	}

@@ -90,6 +90,13 @@ type bufferDoc struct {
 type consumerDoc struct {
 	Name  string `json:"name"`
 	State string `json:"state"` // consumers/NAME/state: reading, waiting, done, evicted
+	// Subset is consumers/NAME/subset ("all", "fold 2/5", "list of 12",
+	// …); SubsetSize its samples (the dataset's for all, 0 if unknown).
+	// NextSubset, if set, applies from its own epoch NextFrom.
+	Subset     string `json:"subset"`
+	SubsetSize int    `json:"subset_size"`
+	NextSubset string `json:"next_subset,omitempty"`
+	NextFrom   int    `json:"next_from,omitempty"`
 	// Epoch is its own epoch of the last batch it consumed, -1 before any;
 	// it read EpochDone of that epoch's EpochLen samples (EpochLen 0:
 	// unknown; skipped samples leave an epoch short of it).
@@ -175,8 +182,11 @@ func (c *mountCommand) statusJSON() ([]byte, error) {
 // consumerDoc is one consumer's part of status.json; epochLen is the
 // samples in an epoch, 0 if unknown.
 func (c *mountCommand) consumerDoc(cs batchstore.ConsumerSnapshot, epochLen uint64) consumerDoc {
+	if cs.SubsetLen > 0 {
+		epochLen = uint64(cs.SubsetLen) // its epochs are its subset's
+	}
 	d := consumerDoc{
-		Name: cs.Name, State: cs.State(), Epoch: cs.Epoch, Epochs: c.cfg.Epochs, EpochLen: epochLen,
+		Name: cs.Name, State: cs.State(), Subset: cs.Subset, SubsetSize: int(epochLen), NextSubset: cs.NextSubset, NextFrom: cs.NextFrom, Epoch: cs.Epoch, Epochs: c.cfg.Epochs, EpochLen: epochLen,
 		BatchSize: cs.BatchSize, Position: cs.Position, Lag: cs.Lag, LagBytes: cs.LagBytes,
 		BatchesRead: cs.BatchesRead, SamplesRead: cs.SamplesRead, BytesRead: cs.BytesRead, OpenBatches: cs.OpenBatches,
 		Waited: cs.WaitTotal.Seconds(), Age: cs.Age.Seconds(), Evicted: cs.Evicted, Deadlock: cs.Deadlock,

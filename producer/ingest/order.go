@@ -85,9 +85,9 @@ func (in *Ingest) plan(e int) {
 			prev[i] = i
 		}
 	}
-	in.store.PlanEpoch(e, func(splits map[int]int) map[int]int {
+	in.store.PlanEpoch(e, func(splits map[int]int, wanted func(int) bool) map[int]int {
 		var out map[int]int
-		o.order, out = batchstore.StitchOrder(prev, splits, func(idx int) bool { return !o.bad[idx] }, in.shuffler(e))
+		o.order, out = batchstore.StitchOrder(prev, in.cfg.Samples, splits, func(idx int) bool { return !o.bad[idx] }, wanted, in.shuffler(e))
 		return out
 	})
 	o.planned = true
@@ -122,7 +122,11 @@ func (in *Ingest) placeOrdered(h *batchfile.Header, indices []int64) (batchstore
 		}
 		p++
 	}
-	info := batchstore.Info{Epoch: o.epoch, Index: o.index, Samples: h.Samples, FirstPos: first, EndPos: p, Last: p == len(o.order)}
+	info := batchstore.Info{Epoch: o.epoch, Index: o.index, Samples: h.Samples, FirstPos: first, EndPos: p, Last: p == len(o.order),
+		Indices: make([]int32, len(indices))}
+	for i, idx := range indices {
+		info.Indices[i] = int32(idx) // within [0, Samples): the order holds nothing else
+	}
 	return info, func() {
 		in.skip(skipped)
 		o.pos, o.index = p, o.index+1

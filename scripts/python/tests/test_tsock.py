@@ -193,6 +193,27 @@ class ClientTest(unittest.TestCase):
         doc = tsock.status.read(m.dir)
         self.assertEqual(doc["classes"], self.classes)
 
+    def test_subsets(self):
+        """Folds, holdouts and lists: exact epochs of each consumer's own
+        subset; a fold and its holdout split the data; bad ones raise."""
+        m = self.mount("--batch-size", "8", "--epochs", "2")
+        with tsock.Consumer(m.dir, subset="fold 1/3", batch_size=5) as train, \
+                tsock.Consumer(m.dir, subset="holdout 1/3") as val, \
+                tsock.Consumer(m.dir, subset=np.array([3, 7, 44])) as mine:
+            self.assertEqual((train.subset, val.subset, mine.subset), ("fold 1/3", "holdout 1/3", "list of 3"))
+            with self.assertRaises(tsock.TsockError) as e:
+                mine.set_subset("fold 6/5")
+            self.assertIn("Invalid argument", str(e.exception))
+            self.assertEqual(mine.subset, "list of 3")
+            got = {}
+            for c in (train, val, mine):
+                got[c] = [sorted(np.concatenate([b["indices"] for b in light(e)]).tolist()) for e in c.epochs()]
+        self.assertEqual(got[mine], [[3, 7, 44]] * 2)
+        for t, v in zip(got[train], got[val]):
+            self.assertEqual(sorted(t + v), list(range(self.n)))
+            self.assertEqual(len(v), self.n // 3)
+        self.assertEqual(got[train][0], got[train][1])
+
     def test_own_batch_size(self):
         m = self.mount("--batch-size", "8", "--epochs", "2")
         for size in (5, 7, 16):
@@ -338,15 +359,18 @@ class _Tokens:
 
 
 class _Numbers:
-    """Sample i is {"x": i}."""
+    """Sample i is {"x": i}; made, if given, lists every index made."""
 
-    def __init__(self, n):
+    def __init__(self, n, made=None):
         self.n = n
+        self.made = made
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
+        if self.made is not None:
+            self.made.append(int(i))
         return {"x": np.int64(i)}
 
 
@@ -439,6 +463,27 @@ class IngestTest(unittest.TestCase):
         self.assertFalse(server.is_alive())
         with open(m.path("ingest", "status")) as f:
             self.assertIn("skipped samples: 1", f.read())
+
+    def test_serve_to_subsets_makes_only_what_they_want(self):
+        """ingest/order hands out only what the consumers' subsets want:
+        serve, unchanged, makes two lists' samples and no other, and each
+        consumer gets exact epochs of its own list."""
+        import threading
+
+        m = Mount(self, "--ingest", "--samples", "40", "--batch-size", "4", "--epochs", "2", "--buffer", "1MiB")
+        want = {"a": list(range(0, 12)), "b": list(range(8, 16))}
+        consumers = {k: tsock.Consumer(m.dir, subset=v) for k, v in want.items()}
+        made = []
+        server = threading.Thread(target=tsock.serve, args=(m.dir, _Numbers(40, made)), kwargs={"batch_size": 4, "epochs": 2})
+        server.start()
+        for k, c in consumers.items():
+            epochs = [sorted(int(x) for b in e for x in b["x"]) for e in c.epochs()]
+            self.assertEqual(epochs, [want[k]] * 2, k)
+            c.close()
+        server.join(30)
+        self.assertFalse(server.is_alive())
+        self.assertEqual(sorted(set(made)), list(range(0, 16)), "samples no subset wants were made")
+        self.assertEqual(len(made), 2 * 16, "a sample two subsets share was made twice in an epoch")
 
     def test_serve_with_subprocesses_mid_write_gives_exact_epochs(self):
         """A thread spawning subprocesses while serve writes (each child

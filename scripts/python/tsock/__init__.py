@@ -247,7 +247,7 @@ class Consumer:
     """
 
     def __init__(self, mount: Path, name: Optional[str] = None, batch_size: Optional[int] = None,
-                 writable: bool = False) -> None:
+                 writable: bool = False, subset: Union[None, str, Sequence[int], np.ndarray] = None) -> None:
         self.mount = os.fspath(mount)
         consumers = os.path.join(self.mount, "consumers")
         if not os.path.isfile(os.path.join(self.mount, "status")) or not os.path.isdir(consumers):
@@ -268,6 +268,12 @@ class Consumer:
             except OSError as e:
                 self.close()
                 raise TsockError(f"batch size {batch_size!r} for {self.name}: {e.strerror}") from None
+        if subset is not None:
+            try:
+                self.set_subset(subset)
+            except TsockError:
+                self.close()
+                raise
         self._suffix = ".safetensors"
         self._load = (lambda path: load_batch(path, writable=True)) if writable else load_batch
         self.epoch = None  # the consumer's epoch of the last batch read
@@ -292,6 +298,28 @@ class Consumer:
         """Leaves the mount; batches still alive stay readable."""
         self._pending = None
         self._finalizer()
+
+    def set_subset(self, subset: Union[str, Sequence[int], np.ndarray]) -> None:
+        """What this consumer trains on: "all", "fold K/N", "holdout K/N",
+        "classes A B ...", or dataset indices (a sequence or an array).
+        Before the first batch it applies at once; later, from a coming
+        epoch of this consumer's (never inside one). A bad one raises
+        TsockError and changes nothing."""
+        if isinstance(subset, str):
+            data = (subset.strip() + "\n").encode()
+        else:
+            data = np.asarray(subset, dtype="<i8").tobytes()  # binary: tsock tells it by its NUL bytes
+        try:
+            with open(os.path.join(self.dir, "subset"), "wb", buffering=0) as f:
+                f.write(data)
+        except OSError as e:
+            raise TsockError(f"subset {subset if isinstance(subset, str) else f'of {len(data) // 8} indices'!r} "
+                             f"for {self.name}: {e.strerror}; see {self.dir}/status") from None
+
+    @property
+    def subset(self) -> str:
+        """The subset file's form: "all", "fold 2/5", "list of 1200", ..."""
+        return _read_text(os.path.join(self.dir, "subset")).strip()
 
     @property
     def classes(self) -> Optional[List[str]]:
@@ -417,7 +445,7 @@ class _Epoch:
 
 def torch_loader(mount: Path, device: Any = "cpu", mean: Optional[Sequence[float]] = None,
                  std: Optional[Sequence[float]] = None, dtype: Any = "float32", name: Optional[str] = None,
-                 batch_size: Optional[int] = None) -> "TorchLoader":
+                 batch_size: Optional[int] = None, subset: Any = None) -> "TorchLoader":
     """A drop-in for a torch DataLoader over a tsock mount.
 
     Each pass over it (`for images, labels in loader`) is one epoch of its
@@ -429,8 +457,21 @@ def torch_loader(mount: Path, device: Any = "cpu", mean: Optional[Sequence[float
     """
     # uint8 tensors that view the file need a writable (private) mapping:
     # torch ignores read-only flags, and an in-place op would crash.
-    consumer = Consumer(mount, name=name, batch_size=batch_size, writable=dtype is None)
+    consumer = Consumer(mount, name=name, batch_size=batch_size, writable=dtype is None, subset=subset)
     return TorchLoader(consumer, device, mean, std, dtype)
+
+
+def kfold(train_mount: Path, eval_mount: Path, k: int, n: int, **kwargs: Any) -> Tuple["TorchLoader", "TorchLoader"]:
+    """K-fold cross-validation's two loaders for fold k of n: training on
+    every sample not in fold k of train_mount, evaluating on fold k of
+    eval_mount (a `--transform eval` mount of the same source and seed:
+    the folds are the same samples on both). kwargs go to torch_loader."""
+    train = torch_loader(train_mount, subset=f"fold {k}/{n}", **kwargs)
+    try:
+        return train, torch_loader(eval_mount, subset=f"holdout {k}/{n}", **kwargs)
+    except BaseException:
+        train.consumer.close()
+        raise
 
 
 class TorchLoader:
@@ -826,7 +867,7 @@ def _cupy_concat(parts, shape, typestr):
 
 def cuda_batches(mount: Path, name: Optional[str] = None, batch_size: Optional[int] = None,
                  open_handle: Optional[Callable[..., Any]] = None, concat: Optional[Callable[..., Any]] = None,
-                 synchronize: Optional[Callable[[], None]] = None) -> Iterator[Dict[str, Any]]:
+                 synchronize: Optional[Callable[[], None]] = None, subset: Any = None) -> Iterator[Dict[str, Any]]:
     """Yields each batch as a dict of GPU tensors in tsock's memory.
 
     Needs `tsock mount --device` and this process on the same physical GPU.
@@ -848,7 +889,7 @@ def cuda_batches(mount: Path, name: Optional[str] = None, batch_size: Optional[i
                 slabs[int(sid)] = handle, int(offset[0]) if offset else 0
     except FileNotFoundError:
         raise TsockError(f"{mount}: no gpu/slabs: not mounted in GPU mode (tsock mount --device)") from None
-    c = Consumer(mount, name=name, batch_size=batch_size)
+    c = Consumer(mount, name=name, batch_size=batch_size, subset=subset)
     state = {"open": open_handle, "concat": concat or _cupy_concat}
     synchronize = synchronize or _cupy_synchronize
 

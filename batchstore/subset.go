@@ -1,0 +1,199 @@
+package batchstore
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// Subset is the dataset indices one consumer trains on: a bit per
+// sample of the dataset (160 KiB for ImageNet), and the form it was
+// given in, for status.
+type Subset struct {
+	form  string
+	words []uint64
+	count int
+}
+
+// NewSubset is the subset of [0, n) for which has says yes; form is how
+// the user wrote it. An empty one is refused: a consumer with nothing to
+// read would have epochs of nothing.
+func NewSubset(form string, n int, has func(i int) bool) (*Subset, error) {
+	s := &Subset{form: form, words: make([]uint64, (n+63)/64)}
+	for i := range n {
+		if has(i) {
+			s.words[i/64] |= 1 << (i % 64)
+			s.count++
+		}
+	}
+	if s.count == 0 {
+		return nil, fmt.Errorf("subset %q holds no sample: %w", form, ErrBadSubset)
+	}
+	return s, nil
+}
+
+// Has says whether dataset index i is in s; a nil s is the whole dataset.
+func (s *Subset) Has(i int) bool {
+	if s == nil {
+		return true
+	}
+	return i >= 0 && i/64 < len(s.words) && s.words[i/64]&(1<<(i%64)) != 0
+}
+
+// Len is the number of samples in s; 0 for a nil s (everything).
+func (s *Subset) Len() int {
+	if s == nil {
+		return 0
+	}
+	return s.count
+}
+
+// Form is s as the user wrote it, canonical: "fold 2/5", "classes 3 7", …
+func (s *Subset) Form() string {
+	if s == nil {
+		return "all"
+	}
+	return s.form
+}
+
+// within says whether every sample of s is in u (nil: everything).
+func (s *Subset) within(u *Subset) bool {
+	switch {
+	case u == nil:
+		return true
+	case s == nil:
+		return false
+	}
+	for k, w := range s.words {
+		if k >= len(u.words) || w&^u.words[k] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// union is what a and b hold together; nil (everything) if either is.
+func union(a, b *Subset) *Subset {
+	if a == nil || b == nil {
+		return nil
+	}
+	u := &Subset{form: "union", words: make([]uint64, max(len(a.words), len(b.words)))}
+	for k := range u.words {
+		if k < len(a.words) {
+			u.words[k] |= a.words[k]
+		}
+		if k < len(b.words) {
+			u.words[k] |= b.words[k]
+		}
+		u.count += bits.OnesCount64(u.words[k])
+	}
+	return u
+}
+
+// SetSubset makes sub what name trains on (nil: everything). Before its
+// first read it applies at once: a consumer whose start the producer has
+// planned without all of sub starts at the next producer epoch instead,
+// which will hold it. Later it applies from the first of its own epochs
+// that starts in a producer epoch not planned yet, so that every epoch of
+// it is exact: the one under way keeps the subset it began with. A
+// subset is refused where batches carry no dataset indices (an unordered
+// ingest), and where a batch of it would span more producer batches
+// than the buffer holds.
+func (s *Store) SetSubset(name string, sub *Subset) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.consumers[name]
+	if !ok {
+		return fmt.Errorf("subset of %s: %w", name, ErrNoConsumer)
+	}
+	if sub != nil {
+		if err := s.checkSubset(c, sub); err != nil {
+			return fmt.Errorf("subset %s of %s: %w", sub.Form(), name, err)
+		}
+	}
+	if !c.started {
+		c.subset, c.next, c.hasNext = sub, nil, false
+		s.replaceForSubset(c)
+	} else {
+		s.setNext(c, sub)
+	}
+	s.broadcast()
+	return nil
+}
+
+// checkSubset refuses a subset the stream cannot serve c. Callers hold s.mu.
+func (s *Store) checkSubset(c *consumer, sub *Subset) error {
+	if s.cfg.Unordered {
+		return fmt.Errorf("an unordered ingest (no --samples) has no dataset indices to pick by: %w", ErrBadSubset)
+	}
+	if s.cfg.Samples > 0 && len(sub.words) != (s.cfg.Samples+63)/64 {
+		return fmt.Errorf("made for another dataset size than %d: %w", s.cfg.Samples, ErrBadSubset)
+	}
+	// Among what the consumers want together, a batch of sub spans about
+	// batch × wanted / |sub| samples: those producer batches are held
+	// together until it is read.
+	wanted := s.cfg.Samples
+	if u := union(s.wanted(), sub); u != nil {
+		wanted = u.Len()
+	}
+	spans := int64(c.batchSize)*int64(max(wanted, 1))/int64(sub.Len())/int64(s.cfg.BatchSize) + 2
+	if full := s.fullBatchBytes(); full > 0 && spans > s.cfg.Limit/full {
+		return fmt.Errorf("%d samples of the %d wanted: a batch of %d of them spans about %d producer batches, and the buffer holds %d (raise --buffer or lower batch_size): %w",
+			sub.Len(), wanted, c.batchSize, spans, s.cfg.Limit/full, ErrBadSubset)
+	}
+	return nil
+}
+
+// replaceForSubset moves c, not reading yet, to the start of the next
+// producer epoch when an epoch it would read was planned without all of
+// its subset (the producer planned while only narrower subsets were
+// joined). Callers hold s.mu.
+func (s *Store) replaceForSubset(c *consumer) {
+	if s.covered(c.subset, c.joinEpoch) {
+		return
+	}
+	delete(s.splits, c.id)
+	s.placeAligned(c, s.planned+1)
+	for _, b := range s.held {
+		if b.info.Epoch < c.joinEpoch {
+			b.passed = true
+		}
+	}
+	s.freeWhatWeCan()
+}
+
+// covered says whether every producer epoch planned from from on holds
+// all of sub. Callers hold s.mu.
+func (s *Store) covered(sub *Subset, from int) bool {
+	for e := from; e <= s.planned; e++ {
+		if m := s.epochs[e]; m != nil && !sub.within(m.wanted) {
+			return false
+		}
+	}
+	return true
+}
+
+// firstProducerEpoch is the producer epoch where c's own epoch k starts:
+// after a stitched first epoch, its epochs are whole producer epochs,
+// from the one after the one its first epoch ended in.
+func firstProducerEpoch(c *consumer, k int) int {
+	if c.splitID != 0 && k > 0 {
+		return c.joinEpoch + k + 1
+	}
+	return c.joinEpoch + k
+}
+
+// setNext makes sub c's subset from its first own epoch that starts in a
+// producer epoch not planned yet. Callers hold s.mu.
+func (s *Store) setNext(c *consumer, sub *Subset) {
+	k := 0
+	if last, ok := c.batches.last(); ok {
+		k = last.epoch + 1
+	}
+	if c.hasNext && k > c.nextFrom { // the pending one is in effect
+		c.subset = c.next
+	}
+	for firstProducerEpoch(c, k) <= s.planned {
+		k++
+	}
+	c.next, c.hasNext, c.nextFrom = sub, true, k
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/producertest"
+)
+
+// epochsOf groups a consumer's copied batches by its own epoch, as the
+// dataset indices of each.
+func epochsOf(batches []*producer.Batch) map[int][]int {
+	out := map[int][]int{}
+	for _, b := range batches {
+		for _, i := range b.Indices {
+			out[b.Epoch] = append(out[b.Epoch], int(i))
+		}
+	}
+	return out
+}
+
+// TestSubsetsThroughTheMount: consumers in their own processes train on
+// a fold, its holdout, two classes and an explicit binary list written in
+// pieces, each exactly once per epoch in its own batch size; the fold and
+// its holdout split the dataset; bad writes fail with EINVAL and change
+// nothing; status and status.json say each consumer's subset.
+func TestSubsetsThroughTheMount(t *testing.T) {
+	const n, epochs = 40, 2
+	dir := producertest.Folder(t, n, 4)
+	d := startDaemon(t, "--source", dir, "--image-size", "8", "--batch-size", "4", "--epochs", fmt.Sprint(epochs))
+	list := make([]byte, 0, 8*7)
+	var listed []int
+	for _, i := range []int{39, 0, 17, 5, 23, 8, 31} {
+		list = binary.LittleEndian.AppendUint64(list, uint64(i))
+		listed = append(listed, i)
+	}
+	// The list goes in by several writes, applied at the close.
+	if err := os.Mkdir(filepath.Join(d.dir, "consumers", "list"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(d.dir, "consumers", "list", "subset"), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < len(list); k += 24 {
+		if _, err := f.Write(list[k:min(k+24, len(list))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("close of a good list: %v", err)
+	}
+	if got := readFile(t, filepath.Join(d.dir, "consumers", "list", "subset")); got != "list of 7\n" {
+		t.Fatalf("subset of list reads %q", got)
+	}
+	// Bad writes: EINVAL, and the subset stays.
+	for _, bad := range []string{"fold 6/5\n", "classes nosuch\n", "holdout 0/0\n", "3\n3\n", "41\n", "junk\x00"} {
+		err := os.WriteFile(filepath.Join(d.dir, "consumers", "list", "subset"), []byte(bad), 0o644)
+		if !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("write %q: %v, want EINVAL", bad, err)
+		}
+	}
+	if got := readFile(t, filepath.Join(d.dir, "consumers", "list", "subset")); got != "list of 7\n" {
+		t.Fatalf("subset of list after bad writes reads %q", got)
+	}
+	outs := map[string]string{}
+	procs := map[string]*exec.Cmd{}
+	for name, knobs := range map[string]map[string]string{
+		"train": {"subset": "fold 2/4\n", "batch_size": "3\n"},
+		"val":   {"subset": "holdout 2/4\n"},
+		"cls":   {"subset": "classes class001 3\n"},
+	} {
+		procs[name], outs[name] = consumeWith(t, d, name, knobs)
+	}
+	procs["list"], outs["list"] = startReader(t, d, "list")
+	st := readFile(t, filepath.Join(d.dir, "status"))
+	for _, want := range []string{"subset fold 2/4 (30 samples)", "subset holdout 2/4 (10 samples)", "subset classes class001 3 (20 samples)", "subset list of 7 (7 samples)"} {
+		if !strings.Contains(st, want) {
+			t.Errorf("status lacks %q:\n%s", want, st)
+		}
+	}
+	got := map[string]map[int][]int{}
+	for name, p := range procs {
+		if err := p.Wait(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		batches, _ := readCopies(t, outs[name])
+		got[name] = epochsOf(batches)
+
+	}
+	src, err := producer.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var classes []int
+	for i := range n {
+		if l := src.Label(i); l == 1 || l == 3 {
+			classes = append(classes, i)
+		}
+	}
+	slices.Sort(listed)
+	for name, want := range map[string][]int{"cls": classes, "list": listed} {
+		for e := range epochs {
+			if ep := slices.Sorted(slices.Values(got[name][e])); !slices.Equal(ep, want) {
+				t.Errorf("%s: epoch %d holds %v, want %v", name, e, ep, want)
+			}
+		}
+	}
+	for e := range epochs {
+		train, val := slices.Sorted(slices.Values(got["train"][e])), slices.Sorted(slices.Values(got["val"][e]))
+		both := slices.Sorted(slices.Values(append(slices.Clone(train), val...)))
+		if len(train) != 30 || len(val) != 10 || !slices.Equal(both, producertestAll(n)) {
+			t.Errorf("epoch %d: fold 2/4 holds %v, holdout 2/4 %v: want a split of the %d samples", e, train, val, n)
+		}
+	}
+	d.stop(t)
+}
+
+func producertestAll(n int) []int { return producertest.All(n) }
