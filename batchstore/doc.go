@@ -8,17 +8,21 @@
 // and sees the batches from there on as its own numbers 0, 1, 2, …
 //
 // Invariants, all kept under Store.mu:
+//
 //   - used+reserved never exceeds the limit: the producer never writes a
 //     batch that does not fit, and never drops one.
+//
 //   - A batch is freed only when no consumer still has it pending, at least
 //     one consumer consumed it (so batches made before anyone joined wait
 //     for the first joiner), and no lease on it is open (in daemon-read mode
 //     an open handle reads from the blob; freeing under it would give short
 //     reads or SIGBUS).
+//
 //   - A consumer consumes a batch when its last lease on that batch is
 //     released after at least one open, or when it unlinks the batch.
 //     Consumption is per consumer and may be out of order; the consumer's
 //     position is its lowest unconsumed batch.
+//
 //   - A consumer's batch has at least one sample: an epoch of its with
 //     none is passed over whole. A producer epoch that ends with no
 //     sample had every sample of the data skipped (each epoch's order
@@ -31,6 +35,7 @@
 //     next epoch's plan; the consumer's later epochs are whole producer
 //     epochs from the one after, so every later order is a fresh
 //     shuffle, uniform for every consumer.
+//
 //   - A consumer's subset (nil: everything) picks its samples out of the
 //     shared stream by each batch's dataset indices (Info.Indices); every
 //     one of its epochs holds exactly its subset of the producer epochs
