@@ -581,6 +581,18 @@ class ExamplesTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         return json.loads(out.stdout.splitlines()[-1])
 
+    def test_kfold_example(self):
+        """scripts/examples/kfold.py: five folds' trials at once on a
+        training and an eval mount; each trains on 4/5 and validates on
+        its fifth, and the producers decode each image once per epoch."""
+        r = self.run_example("kfold.py", "--images", "100", "--folds", "5", "--epochs", "2")
+        self.assertEqual(sorted(f["fold"] for f in r["folds"]), [1, 2, 3, 4, 5])
+        for f in r["folds"]:
+            self.assertEqual((f["trained"], f["validated"]), (2 * 80, 20), f)
+            self.assertTrue(0 <= f["accuracy"] <= 1, f)
+        self.assertEqual(r["decoded"], {"train": 2 * 100, "eval": 100})
+        self.assertEqual(r["dataloaders_would_decode"], {"train": 5 * 2 * 80, "eval": 100})
+
     def test_serve_torchvision_to_four_trials(self):
         r = self.run_example("serve_torchvision.py", "sweep", folder(), "--image-size", "32", "--batch-size", "8",
                              "--classes", "4")
