@@ -273,7 +273,7 @@ func (s *Store) wanted() *Subset {
 	var u *Subset
 	first := true
 	for _, c := range s.consumers {
-		if !c.active() {
+		if !c.active() || s.pastTheEnd(c, c.low) { // one that read its last epoch wants nothing more
 			continue
 		}
 		mine := c.subset

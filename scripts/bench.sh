@@ -31,6 +31,8 @@
 # 7. --ingest: daemon memory + batch memory vs --buffer, 8 consumers
 # 8. S3 on loopback vs a local folder, and a mount's open over 100,000
 #    keys: scripts/bench_remote.sh
+# 9. Subsets: 5-fold CV and disjoint quarters against DataLoaders over
+#    the same parts: scripts/bench_subsets.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec 3>&1 1>&2 # the table alone on standard output; progress on standard error
@@ -290,3 +292,6 @@ PY
 
 # 8. Data in object storage: its own table (see the script).
 scripts/bench_remote.sh "$images" "$runs" >&3
+
+# 9. Subsets: its own table (see the script).
+scripts/bench_subsets.sh "$images" "$runs" >&3
