@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/producertest"
 )
@@ -126,3 +128,99 @@ func TestSubsetsThroughTheMount(t *testing.T) {
 }
 
 func producertestAll(n int) []int { return producertest.All(n) }
+
+// TestSubsetsSurviveAKillAndChangeMidRun: through the mount, a consumer
+// on a subset killed with SIGKILL while it maps a batch is evicted and
+// holds nobody up; another, read by this process, changes its subset
+// after its first batch: the change shows in status at once and applies
+// from a later epoch of its, each epoch exactly one subset; a third gets
+// exact epochs of its own throughout.
+func TestSubsetsSurviveAKillAndChangeMidRun(t *testing.T) {
+	const n, epochs = 40, 3
+	dir := producertest.Folder(t, n, 4)
+	buffer := fmt.Sprint(4 * (producer.DataStart + 8*(16+3*16*16)))
+	d := startDaemon(t, "--source", dir, "--image-size", "16", "--batch-size", "8", "--epochs", fmt.Sprint(epochs),
+		"--buffer", buffer, "--consumer-timeout", "1s")
+	for name, subset := range map[string]string{"victim": "holdout 1/2\n", "switch": "fold 1/2\n"} {
+		if err := os.Mkdir(filepath.Join(d.dir, "consumers", name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d.dir, "consumers", name, "subset"), []byte(subset), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := startVictim(t, filepath.Join(d.dir, "consumers", "victim", fs.BatchName(0)))
+	survivor, out := consumeWith(t, d, "survivor", map[string]string{"subset": "holdout 1/2\n", "batch_size": "5\n"})
+	if err := victim.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	victim.Wait()
+	var switched []*producer.Batch
+	for j := uint64(0); ; j++ {
+		data, err := os.ReadFile(filepath.Join(d.dir, "consumers", "switch", fs.BatchName(j)))
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("switch %d: %v", j, err)
+		}
+		b, err := producer.ParseBatch(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switched = append(switched, b)
+		if j == 0 {
+			if err := os.WriteFile(filepath.Join(d.dir, "consumers", "switch", "subset"), []byte("holdout 1/2\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if st := readFile(t, filepath.Join(d.dir, "consumers", "switch", "status")); !strings.Contains(st, "next subset: holdout 1/2, from its epoch ") {
+				t.Fatalf("status after the change:\n%s", st)
+			}
+		}
+	}
+	if err := survivor.Wait(); err != nil {
+		t.Fatalf("survivor: %v", err)
+	}
+	batches, _ := readCopies(t, out)
+	src, err := producer.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2 := batchstore.Dataset{Len: n, Label: src.Label, Classes: src.Classes(), Seed: 0}
+	fold, _ := batchstore.ParseSubset([]byte("fold 1/2"), d2)
+	hold, _ := batchstore.ParseSubset([]byte("holdout 1/2"), d2)
+	var foldSet, holdSet []int
+	for i := range n {
+		if fold.Has(i) {
+			foldSet = append(foldSet, i)
+		} else if hold.Has(i) {
+			holdSet = append(holdSet, i)
+		}
+	}
+	got := epochsOf(batches)
+	for e := range epochs {
+		if ep := slices.Sorted(slices.Values(got[e])); !slices.Equal(ep, holdSet) {
+			t.Errorf("survivor: epoch %d holds %v, want %v", e, ep, holdSet)
+		}
+	}
+	sw := epochsOf(switched)
+	changed := -1
+	for e := range epochs {
+		switch ep := slices.Sorted(slices.Values(sw[e])); {
+		case slices.Equal(ep, foldSet) && changed < 0:
+		case slices.Equal(ep, holdSet):
+			if changed < 0 {
+				changed = e
+			}
+		default:
+			t.Errorf("switch: epoch %d holds %v: neither subset exactly", e, ep)
+		}
+	}
+	if changed < 1 {
+		t.Errorf("switch: the change applied from epoch %d, want a later one than its first", changed)
+	}
+	if st := readFile(t, filepath.Join(d.dir, "consumers", "victim", "state")); st != "evicted\n" {
+		t.Errorf("victim: %q", st)
+	}
+	d.stop(t)
+}
