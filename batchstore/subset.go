@@ -120,12 +120,20 @@ func (s *Store) SetSubset(name string, sub *Subset) error {
 	return nil
 }
 
+// GrowSamples says the dataset has n samples now (a rescan appended
+// some): indices below n may come, subsets may name them.
+func (s *Store) GrowSamples(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.Samples = max(s.cfg.Samples, n)
+}
+
 // checkSubset refuses a subset the stream cannot serve c. Callers hold s.mu.
 func (s *Store) checkSubset(c *consumer, sub *Subset) error {
 	if s.cfg.Unordered {
 		return fmt.Errorf("an unordered ingest (no --samples) has no dataset indices to pick by: %w", ErrBadSubset)
 	}
-	if s.cfg.Samples > 0 && len(sub.words) != (s.cfg.Samples+63)/64 {
+	if s.cfg.Samples > 0 && len(sub.words) > (s.cfg.Samples+63)/64 {
 		return fmt.Errorf("made for another dataset size than %d: %w", s.cfg.Samples, ErrBadSubset)
 	}
 	// Among what the consumers want together, a batch of sub spans about

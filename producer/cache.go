@@ -103,7 +103,13 @@ func (c *Cache) lookup(i int, scratch *[]byte) ([]byte, bool, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.disk == nil {
+		if i >= len(c.files) { // a sample a rescan added
+			return nil, false, nil
+		}
 		return c.files[i], c.files[i] != nil, nil
+	}
+	if i >= len(c.disk.spans) {
+		return nil, false, nil
 	}
 	span := c.disk.spans[i]
 	if span.size == 0 {
@@ -124,6 +130,13 @@ func (c *Cache) keep(i int, data []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	size := int64(len(data))
+	// A rescan adds samples after the cache was made.
+	if c.disk == nil && i >= len(c.files) {
+		c.files = append(c.files, make([][]byte, i+1-len(c.files))...)
+	}
+	if c.disk != nil && i >= len(c.disk.spans) {
+		c.disk.spans = append(c.disk.spans, make([]diskSpan, i+1-len(c.disk.spans))...)
+	}
 	if c.disk == nil {
 		if c.files[i] == nil && c.used+size <= c.limit {
 			c.files[i] = bytes.Clone(data)

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,8 +22,15 @@ var imageExts = map[string]bool{
 // Folder is a directory in torchvision ImageFolder form: one sub-directory
 // per class, classes sorted by name get labels 0..C-1, files sorted by
 // name within a class; a sample's index is its position in that order.
+// Rescan appends what appeared since; nothing ever moves.
 type Folder struct {
-	root    string
+	root string
+	list atomic.Pointer[folderList] // replaced whole by Rescan: readers never lock
+	mu   sync.Mutex                 // one Rescan at a time
+}
+
+// folderList is what a scan found; never changed once published.
+type folderList struct {
 	classes []string
 	paths   []string
 	labels  []int32
@@ -29,33 +39,88 @@ type Folder struct {
 // ScanFolder lists root. It fails when root is missing, not a directory,
 // or holds no image files in class sub-directories.
 func ScanFolder(root string) (*Folder, error) {
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		return nil, fmt.Errorf("source %s: %w", root, err)
-	}
 	f := &Folder{root: root}
-	for _, e := range entries { // ReadDir sorts by name
-		if !isDir(root, e) || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		files, err := listImages(filepath.Join(root, e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("source %s: %w", root, err)
-		}
-		if len(files) == 0 {
-			continue // torchvision skips empty classes too
-		}
-		label := int32(len(f.classes))
-		f.classes = append(f.classes, e.Name())
-		for _, p := range files {
-			f.paths = append(f.paths, p)
-			f.labels = append(f.labels, label)
-		}
+	l, _, err := f.scan(&folderList{})
+	if err != nil {
+		return nil, err
 	}
-	if len(f.paths) == 0 {
+	if len(l.paths) == 0 {
 		return nil, fmt.Errorf("source %s: no image files (%s) in class sub-directories", root, extList())
 	}
+	f.list.Store(l)
 	return f, nil
+}
+
+// Rescan lists the folder again and appends what is new: files of known
+// classes, then new classes (labels after the known ones, in name
+// order), each in name order. Known samples keep their indices and
+// labels; a file that vanished keeps its index and fails when read
+// (skipped and counted, like a corrupt one). It returns how many
+// samples it added.
+func (f *Folder) Rescan() (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := f.list.Load()
+	l, added, err := f.scan(old)
+	if err != nil {
+		return 0, err
+	}
+	f.list.Store(l)
+	return added, nil
+}
+
+// scan lists root against what was found before (old), returning the
+// list with the new samples appended.
+func (f *Folder) scan(old *folderList) (*folderList, int, error) {
+	entries, err := os.ReadDir(f.root)
+	if err != nil {
+		return nil, 0, fmt.Errorf("source %s: %w", f.root, err)
+	}
+	known := make(map[string]struct{}, len(old.paths))
+	for _, p := range old.paths {
+		known[p] = struct{}{}
+	}
+	labels := make(map[string]int32, len(old.classes))
+	for i, c := range old.classes {
+		labels[c] = int32(i)
+	}
+	l := &folderList{classes: slices.Clip(old.classes), paths: slices.Clip(old.paths), labels: slices.Clip(old.labels)}
+	var newClasses []string
+	byClass := map[string][]string{}
+	for _, e := range entries { // ReadDir sorts by name
+		if !isDir(f.root, e) || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		files, err := listImages(filepath.Join(f.root, e.Name()))
+		if err != nil {
+			return nil, 0, fmt.Errorf("source %s: %w", f.root, err)
+		}
+		for _, p := range files {
+			if _, ok := known[p]; !ok {
+				byClass[e.Name()] = append(byClass[e.Name()], p)
+			}
+		}
+		if _, ok := labels[e.Name()]; !ok && len(byClass[e.Name()]) > 0 {
+			newClasses = append(newClasses, e.Name()) // torchvision skips empty classes too
+		}
+	}
+	added := 0
+	add := func(class string) {
+		for _, p := range byClass[class] {
+			l.paths = append(l.paths, p)
+			l.labels = append(l.labels, labels[class])
+			added++
+		}
+	}
+	for _, c := range old.classes {
+		add(c)
+	}
+	for _, c := range newClasses {
+		labels[c] = int32(len(l.classes))
+		l.classes = append(l.classes, c)
+		add(c)
+	}
+	return l, added, nil
 }
 
 // isDir follows symlinks, as ImageFolder does.
@@ -96,16 +161,16 @@ func extList() string {
 func (f *Folder) Describe() string { return f.root }
 
 // Len implements Source.
-func (f *Folder) Len() int { return len(f.paths) }
+func (f *Folder) Len() int { return len(f.list.Load().paths) }
 
 // Classes implements Source.
-func (f *Folder) Classes() []string { return f.classes }
+func (f *Folder) Classes() []string { return f.list.Load().classes }
 
 // Label implements Source.
-func (f *Folder) Label(i int) int { return int(f.labels[i]) }
+func (f *Folder) Label(i int) int { return int(f.list.Load().labels[i]) }
 
 // Name implements Source.
-func (f *Folder) Name(i int) string { return f.paths[i] }
+func (f *Folder) Name(i int) string { return f.list.Load().paths[i] }
 
 // Load implements Source.
 func (f *Folder) Load(i int, dst *RGB, scratch *[]byte) error {
@@ -118,7 +183,7 @@ func (f *Folder) Load(i int, dst *RGB, scratch *[]byte) error {
 
 // Encoded implements EncodedSource.
 func (f *Folder) Encoded(i int, scratch *[]byte) ([]byte, error) {
-	return readFile(f.paths[i], scratch)
+	return readFile(f.list.Load().paths[i], scratch)
 }
 
 // maxFileSize bounds one encoded image read into memory.

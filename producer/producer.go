@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 
@@ -23,6 +24,9 @@ type Config struct {
 	Layout    Layout
 	Transform Transform
 	Decoder   string // auto, turbo or go
+	// Rescan lists a local folder source again at each producer epoch
+	// boundary (--rescan): new files get new indices after the others.
+	Rescan bool
 	// Fetch is how many reads of encoded samples may be in flight ahead of
 	// the workers, in the dispatcher's order (a remote source's round
 	// trips overlap); 0: each worker reads its own.
@@ -184,6 +188,9 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 		} else if err != nil {
 			return err
 		}
+		if p.cfg.Rescan && epoch > 0 {
+			p.rescan(epoch)
+		}
 		order = p.plan(epoch, order)
 		if len(order) == 0 {
 			return noSamples(epoch, batchstore.ErrNoSamples)
@@ -218,6 +225,39 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 		if err := p.stats.waitEpoch(ctx); err != nil {
 			return err
 		}
+	}
+}
+
+// Rescanner is a source that can list itself again (a local folder).
+type Rescanner interface {
+	Rescan() (added int, err error)
+}
+
+// RescannerOf is src's Rescanner, under a cache if any; nil if it has none.
+func RescannerOf(src Source) Rescanner {
+	if c, ok := src.(*Cache); ok {
+		src = c.EncodedSource
+	}
+	r, _ := src.(Rescanner)
+	return r
+}
+
+// rescan lists the source again before epoch is planned, so that the
+// epoch holds what was added. A failed listing keeps the samples known.
+func (p *Producer) rescan(epoch int) {
+	r := RescannerOf(p.cfg.Source)
+	if r == nil {
+		return
+	}
+	added, err := r.Rescan()
+	if err != nil {
+		slog.Warn("rescan failed: the samples known stay", "err", err)
+		return
+	}
+	if added > 0 {
+		p.store.GrowSamples(p.cfg.Source.Len())
+		p.stats.added(added, epoch)
+		slog.Info("rescan", "added", added, "samples", p.cfg.Source.Len(), "epoch", epoch)
 	}
 }
 

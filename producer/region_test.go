@@ -40,7 +40,7 @@ func TestRegionDecodeEqualsWholeDecode(t *testing.T) {
 func regionEqualsWhole(t *testing.T, w *worker, src *Folder) {
 	whole := &RGB{}
 	for i := 0; i < src.Len(); i++ {
-		data, err := os.ReadFile(src.paths[i])
+		data, err := os.ReadFile(src.Name(i))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,6 +25,17 @@ type Stats struct {
 	decoded   uint64
 	started   time.Time
 	failure   error
+	// what rescans added: in all, and the last time
+	addedAll, lastAdded, lastAddedEpoch int
+	lastAddedAt                         time.Time
+}
+
+// added records that a rescan before epoch appended n samples.
+func (s *Stats) added(n, epoch int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addedAll += n
+	s.lastAdded, s.lastAddedEpoch, s.lastAddedAt = n, epoch, time.Now()
 }
 
 func newStats() *Stats {
@@ -42,7 +53,11 @@ type StatsSnapshot struct {
 	Skipped     int      // distinct samples that failed
 	RecentSkips []string // the last few, "path: reason"
 	Failure     string   // why the pipeline stopped, if it did
-	Elapsed     time.Duration
+	// Added: samples rescans appended, all told; the last one added
+	// LastAdded before epoch LastAddedEpoch, at LastAddedAt.
+	Added, LastAdded, LastAddedEpoch int
+	LastAddedAt                      time.Time
+	Elapsed                          time.Duration
 }
 
 // Snapshot returns the counters.
@@ -52,6 +67,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 	snap := StatsSnapshot{
 		Epoch: s.epoch, EpochLen: s.epochLen, EpochDone: s.epochDone,
 		Decoded: s.decoded, Skipped: len(s.bad), RecentSkips: append([]string(nil), s.recent...),
+		Added: s.addedAll, LastAdded: s.lastAdded, LastAddedEpoch: s.lastAddedEpoch, LastAddedAt: s.lastAddedAt,
 		Elapsed: time.Since(s.started),
 	}
 	if s.failure != nil {

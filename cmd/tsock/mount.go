@@ -89,6 +89,7 @@ func (c *mountCommand) Parse(args []string) error {
 	f.StringVar(&c.buffer, "buffer", "2GiB", "memory for batches, all consumers together")
 	f.StringVar(&c.cacheSize, "cache", "0", "memory (or disk, with --cache-dir) for encoded files kept after their first read, so later epochs read no disk or network; 0: off")
 	f.StringVar(&c.cacheDir, "cache-dir", "", "keep the --cache in an unnamed file in this directory (a local disk), not in memory: for datasets larger than memory; gone when the mount ends")
+	f.BoolVar(&c.cfg.Rescan, "rescan", false, "list a local folder --source again at each producer epoch: new files join the data (new indices after the others), vanished ones are skipped")
 	f.StringVar(&c.fetch, "fetch", "auto", fmt.Sprintf("images read ahead of the workers, this many requests in flight: auto (%d for s3:// sources, 0 for local ones) or 0 to %d", defaultRemoteFetch, producer.MaxFetch))
 	f.IntVar(&c.cfg.Workers, "workers", 0, "decoding workers; 0 means one per core")
 	f.Uint64Var(&c.cfg.Seed, "seed", 0, "seed of shuffles and crops")
@@ -128,7 +129,7 @@ func (c *mountCommand) Parse(args []string) error {
 }
 
 // builtInFlags only make sense with the built-in pipeline (--source).
-var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "s3-endpoint", "fetch"}
+var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "s3-endpoint", "fetch", "rescan"}
 
 // defaultRemoteFetch keeps a store 30 ms away busy enough for about
 // 2,000 images a second (64 / 0.03 s): more than the decoders of a
@@ -148,6 +149,9 @@ func (c *mountCommand) checkMode(f *pflag.FlagSet) error {
 			if f.Changed(name) {
 				return usagef("--%s is for --ingest", name)
 			}
+		}
+		if c.cfg.Rescan && (producer.IsS3Spec(c.source) || producer.IsShardSpec(c.source) || strings.HasPrefix(c.source, "synthetic:")) {
+			return usagef("--rescan: only a local folder can be listed again, not %s", c.source)
 		}
 		return nil
 	}

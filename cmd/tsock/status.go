@@ -72,6 +72,13 @@ func (c *mountCommand) status() ([]byte, error) {
 	if c.ingest == nil {
 		ps := c.producer.Stats().Snapshot()
 		fmt.Fprintf(&b, "skipped inputs: %d\n", ps.Skipped)
+		if c.cfg.Rescan {
+			fmt.Fprintf(&b, "rescans added: %d samples", ps.Added)
+			if ps.LastAdded > 0 {
+				fmt.Fprintf(&b, " (last %d, before producer epoch %d, %s ago)", ps.LastAdded, ps.LastAddedEpoch, time.Since(ps.LastAddedAt).Round(time.Second))
+			}
+			b.WriteString("\n")
+		}
 		for _, s := range ps.RecentSkips {
 			fmt.Fprintf(&b, "  skipped: %s\n", printable(s))
 		}

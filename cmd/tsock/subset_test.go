@@ -155,20 +155,7 @@ func TestSubsetsSurviveAKillAndChangeMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim.Wait()
-	var switched []*producer.Batch
-	for j := uint64(0); ; j++ {
-		data, err := os.ReadFile(filepath.Join(d.dir, "consumers", "switch", fs.BatchName(j)))
-		if errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("switch %d: %v", j, err)
-		}
-		b, err := producer.ParseBatch(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		switched = append(switched, b)
+	switched := readInProcess(t, d, "switch", func(j uint64) {
 		if j == 0 {
 			if err := os.WriteFile(filepath.Join(d.dir, "consumers", "switch", "subset"), []byte("holdout 1/2\n"), 0o644); err != nil {
 				t.Fatal(err)
@@ -177,7 +164,7 @@ func TestSubsetsSurviveAKillAndChangeMidRun(t *testing.T) {
 				t.Fatalf("status after the change:\n%s", st)
 			}
 		}
-	}
+	})
 	if err := survivor.Wait(); err != nil {
 		t.Fatalf("survivor: %v", err)
 	}
@@ -223,4 +210,26 @@ func TestSubsetsSurviveAKillAndChangeMidRun(t *testing.T) {
 		t.Errorf("victim: %q", st)
 	}
 	d.stop(t)
+}
+
+// readInProcess reads consumer name's batches from this process, in
+// order, to the end, calling after with each batch number read.
+func readInProcess(t *testing.T, d *daemon, name string, after func(j uint64)) []*producer.Batch {
+	t.Helper()
+	var got []*producer.Batch
+	for j := uint64(0); ; j++ {
+		data, err := os.ReadFile(filepath.Join(d.dir, "consumers", name, fs.BatchName(j)))
+		if errors.Is(err, os.ErrNotExist) {
+			return got
+		}
+		if err != nil {
+			t.Fatalf("%s: batch %d: %v", name, j, err)
+		}
+		b, err := producer.ParseBatch(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b)
+		after(j)
+	}
 }
