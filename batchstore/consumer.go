@@ -157,6 +157,9 @@ type consumer struct {
 	next     *Subset
 	hasNext  bool
 	nextFrom int
+	// subsetRefused: why the last refused write to its subset file was
+	// refused, for its status.
+	subsetRefused string
 }
 
 // subsetFor is c's subset in its own epoch k.

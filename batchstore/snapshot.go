@@ -40,16 +40,18 @@ type ConsumerSnapshot struct {
 	// Subset is what it trains on, as written ("all", "fold 2/5", …), and
 	// SubsetLen its samples (0 for all). With NextSubset set, that one
 	// applies from its own epoch NextFrom on.
-	Subset      string
-	SubsetLen   int
-	NextSubset  string
-	NextFrom    int
-	JoinedEpoch int    // producer epoch it started in
-	JoinedPos   int    // sample position in that epoch where it started
-	Stitched    bool   // joined mid-epoch: its epochs span two producer epochs
-	BatchSize   int    // its own batch size
-	Position    uint64 // its own number of the next batch to consume
-	Epoch       int    // its own epoch of the last batch consumed, -1 before any
+	Subset     string
+	SubsetLen  int
+	NextSubset string
+	NextFrom   int
+	// SubsetRefused: why its last refused subset write was refused.
+	SubsetRefused string
+	JoinedEpoch   int    // producer epoch it started in
+	JoinedPos     int    // sample position in that epoch where it started
+	Stitched      bool   // joined mid-epoch: its epochs span two producer epochs
+	BatchSize     int    // its own batch size
+	Position      uint64 // its own number of the next batch to consume
+	Epoch         int    // its own epoch of the last batch consumed, -1 before any
 	// EpochSamples: samples it consumed of Epoch (a progress, for people:
 	// consumption may run out of order).
 	EpochSamples uint64
@@ -124,6 +126,7 @@ func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
 	k := max(c.lastEpoch, 0)
 	sub := c.subsetFor(k)
 	cs.Subset, cs.SubsetLen = sub.Form(), sub.Len()
+	cs.SubsetRefused = c.subsetRefused
 	if c.hasNext && k < c.nextFrom {
 		cs.NextSubset, cs.NextFrom = c.next.Form(), c.nextFrom
 	}

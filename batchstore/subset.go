@@ -120,6 +120,16 @@ func (s *Store) SetSubset(name string, sub *Subset) error {
 	return nil
 }
 
+// RefusedSubset records why a write to name's subset file was refused,
+// for its status: the write itself can only say EINVAL.
+func (s *Store) RefusedSubset(name string, why error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.consumers[name]; ok {
+		c.subsetRefused = why.Error()
+	}
+}
+
 // GrowSamples says the dataset has n samples now (a rescan appended
 // some): indices below n may come, subsets may name them.
 func (s *Store) GrowSamples(n int) {

@@ -2,6 +2,7 @@ package batchstore
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ func (c ConsumerSnapshot) Text() string {
 	fmt.Fprintf(&b, "subset: %s\n", c.subsetText())
 	if c.NextSubset != "" {
 		fmt.Fprintf(&b, "next subset: %s, from its epoch %d\n", c.NextSubset, c.NextFrom)
+	}
+	if c.SubsetRefused != "" {
+		fmt.Fprintf(&b, "last subset refused: %s\n", strconv.Quote(c.SubsetRefused))
 	}
 	fmt.Fprintf(&b, "position: %d\n", c.Position)
 	fmt.Fprintf(&b, "epoch: %s\n", epochText(c.Epoch))

@@ -183,10 +183,13 @@ func (d *consumerDir) subsetFile() *subsetFile {
 				return fmt.Errorf("this mount takes no subsets: %w", batchstore.ErrBadSubset)
 			}
 			sub, err := d.fs.opts.ParseSubset([]byte(value))
-			if err != nil {
-				return err
+			if err == nil {
+				err = d.fs.store.SetSubset(d.name, sub)
 			}
-			return d.fs.store.SetSubset(d.name, sub)
+			if err != nil {
+				d.fs.store.RefusedSubset(d.name, err) // EINVAL cannot say why; status can
+			}
+			return err
 		},
 	}}
 }

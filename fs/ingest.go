@@ -28,6 +28,9 @@ type Ingest interface {
 	Skip(value string) error
 	// Status renders ingest/status.
 	Status() ([]byte, error)
+	// SamplesText renders ingest/samples; Grow applies a write to it.
+	SamplesText() ([]byte, error)
+	Grow(value string) error
 }
 
 // IngestWriter is one batch being written into ingest/. Its bytes come
@@ -85,6 +88,7 @@ func (d *ingestDir) OnAdd(ctx context.Context) {
 		"order":  &waitingFile{render: in.Order},
 		"skip": &controlFile{uid: uid, gid: gid, textFile: textFile{render: func() ([]byte, error) { return nil, nil }},
 			set: in.Skip},
+		"samples": &controlFile{uid: uid, gid: gid, textFile: textFile{render: in.SamplesText}, set: in.Grow},
 	}
 	for name, node := range files {
 		d.AddChild(name, d.NewPersistentInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +23,13 @@ func (f ingestFiles) Create(ctx context.Context, seq uint64) (fs.IngestWriter, e
 func (f ingestFiles) Next() uint64                              { return f.c.ingest.Next() }
 func (f ingestFiles) Order(ctx context.Context) ([]byte, error) { return f.c.ingest.Order(ctx) }
 func (f ingestFiles) Skip(value string) error                   { return f.c.ingest.Skip(value) }
+func (f ingestFiles) Grow(value string) error                   { return f.c.ingest.Grow(value) }
+
+// SamplesText renders ingest/samples: the dataset's size now (0:
+// unordered).
+func (f ingestFiles) SamplesText() ([]byte, error) {
+	return []byte(strconv.Itoa(f.c.ingest.Samples()) + "\n"), nil
+}
 
 // Status renders ingest/status: one "key: value" per line.
 func (f ingestFiles) Status() ([]byte, error) {
@@ -34,6 +42,11 @@ func (f ingestFiles) Status() ([]byte, error) {
 	fmt.Fprintf(&b, "position: %d\n", st.Position)
 	if c.ingest.Ordered() {
 		fmt.Fprintf(&b, "epoch length: %d\n", st.EpochLen)
+		fmt.Fprintf(&b, "samples: %d", st.Samples)
+		if st.Added > 0 {
+			fmt.Fprintf(&b, " (%d added through ingest/samples, the last %d from producer epoch %d)", st.Added, st.LastAdded, st.LastAddedEpoch)
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "published: %d batches, %s\n", st.Published, humanize.IBytes(uint64(st.PublishedBytes)))
 	fmt.Fprintf(&b, "refused: %d\n", st.Refused)
@@ -59,7 +72,7 @@ func (f ingestFiles) Status() ([]byte, error) {
 // ingestMode names the ingest mode for status lines.
 func (c *mountCommand) ingestModeName() string {
 	if c.ingest.Ordered() {
-		return fmt.Sprintf("ordered, %d samples (tsock's order: ingest/order)", c.ingestCfg.Samples)
+		return fmt.Sprintf("ordered, %d samples (tsock's order: ingest/order)", c.ingest.Samples())
 	}
 	return "unordered (the producer's epoch marks)"
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -160,7 +161,7 @@ func (c *mountCommand) checkMode(f *pflag.FlagSet) error {
 			return usagef("--%s is for the built-in pipeline (--source), not --ingest", name)
 		}
 	}
-	samplesLimit := maxSamples()
+	samplesLimit := min(maxSamples(), math.MaxInt32) // a batch carries its indices as int32s
 	switch {
 	case c.ingestCfg.Samples < 0 || int64(c.ingestCfg.Samples) > samplesLimit:
 		return usagef("--samples %d: must be 0 (unordered) to %d: the order takes 16 bytes a sample, and no more than half this machine's memory",
@@ -416,14 +417,17 @@ func (c *mountCommand) setUpIngest(limit int64) error {
 	if err != nil {
 		return err
 	}
-	c.ingestCfg.Seed = c.cfg.Seed
+	c.ingestCfg.Seed, c.ingestCfg.MaxSamples = c.cfg.Seed, int(min(maxSamples(), math.MaxInt32))
 	c.ingest = ingest.New(c.ingestCfg, c.store, c.alloc)
 	return c.mount(ingestFiles{c})
 }
 
 // parseSubset reads a consumer's subset file against this mount's data.
 func (c *mountCommand) parseSubset(text []byte) (*batchstore.Subset, error) {
-	d := batchstore.Dataset{Len: c.ingestCfg.Samples, Seed: c.cfg.Seed}
+	d := batchstore.Dataset{Seed: c.cfg.Seed}
+	if c.ingest != nil {
+		d.Len = c.ingest.Samples()
+	}
 	if c.ingest != nil && d.Len == 0 {
 		return nil, fmt.Errorf("an unordered ingest (no --samples) has no dataset indices to pick by: %w", batchstore.ErrBadSubset)
 	}

@@ -149,7 +149,7 @@ func (c *mountCommand) statusJSON() ([]byte, error) {
 	if c.ingest != nil {
 		st := c.ingest.Snapshot()
 		doc.Mode, doc.Source, p.Unit, doc.Classes = "ingest", c.ingestDescription(), "samples", -1
-		p.Epoch, p.EpochDone, p.EpochLen = st.Epoch, st.Position, c.ingestCfg.Samples
+		p.Epoch, p.EpochDone, p.EpochLen = st.Epoch, st.Position, st.Samples
 		doc.Skipped = st.Skipped
 		doc.State, doc.StateText = producerState(snap, "")
 	} else {

@@ -74,6 +74,9 @@ func TestSubsetsThroughTheMount(t *testing.T) {
 	if got := readFile(t, filepath.Join(d.dir, "consumers", "list", "subset")); got != "list of 7\n" {
 		t.Fatalf("subset of list after bad writes reads %q", got)
 	}
+	if st := readFile(t, filepath.Join(d.dir, "consumers", "list", "status")); !strings.Contains(st, `last subset refused: "binary list of 5 bytes`) {
+		t.Fatalf("status does not say why the last write was refused:\n%s", st)
+	}
 	outs := map[string]string{}
 	procs := map[string]*exec.Cmd{}
 	for name, knobs := range map[string]map[string]string{

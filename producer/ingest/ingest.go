@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,8 +21,10 @@ import (
 
 // Config is what the ingest side must know.
 type Config struct {
-	// Samples in the dataset, for ordered mode; 0: unordered.
-	Samples int
+	// Samples in the dataset, for ordered mode; 0: unordered. Grow
+	// raises it while running, up to MaxSamples.
+	Samples    int
+	MaxSamples int
 	// Shuffle each ordered epoch (with Seed); else dataset order.
 	Shuffle bool
 	Seed    uint64
@@ -41,6 +44,7 @@ type Ingest struct {
 	writer  *Writer // the batch being written, if any
 	schema  *batchfile.Header
 	largest int64 // the largest batch published, bytes
+	samples int   // the dataset's size now: Config.Samples, or what Grow made it
 	ord     orderState
 	epochs  epochState
 	stats   Stats
@@ -60,11 +64,49 @@ type Stats struct {
 	Epoch          int       // the producer epoch being written
 	Position       int       // samples (ordered: order positions) of it done
 	EpochLen       int       // ordered mode: its length
+	// Samples is the dataset's size now; Added what Grow added to it,
+	// the last time LastAdded before producer epoch LastAddedEpoch.
+	Samples, Added, LastAdded, LastAddedEpoch int
 }
 
 // New returns the ingest side of store; batches live in alloc's files.
 func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator) *Ingest {
-	return &Ingest{cfg: cfg, store: store, alloc: alloc, ord: orderState{bad: map[int]bool{}}}
+	return &Ingest{cfg: cfg, store: store, alloc: alloc, samples: cfg.Samples, ord: orderState{bad: map[int]bool{}}}
+}
+
+// Samples is the dataset's size now (ordered mode).
+func (in *Ingest) Samples() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.samples
+}
+
+// Grow applies a write to ingest/samples: the dataset now has n samples
+// (a dataset that grows, as Modyn's): indices from the old size on join
+// the data from the next producer epoch planned; known ones never move,
+// so it never shrinks.
+func (in *Ingest) Grow(value string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(value))
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	switch {
+	case !in.Ordered():
+		return fmt.Errorf("%w: samples: an unordered ingest (no --samples) has no dataset size", batchstore.ErrBadBatch)
+	case err != nil:
+		return fmt.Errorf("%w: samples %q: want a whole number", batchstore.ErrBadBatch, value)
+	case n < in.samples:
+		return fmt.Errorf("%w: samples %d: the dataset has %d and never shrinks (indices never move)", batchstore.ErrBadBatch, n, in.samples)
+	case in.cfg.MaxSamples > 0 && n > in.cfg.MaxSamples:
+		return fmt.Errorf("%w: samples %d: at most %d", batchstore.ErrBadBatch, n, in.cfg.MaxSamples)
+	case n == in.samples:
+		return nil
+	}
+	added := n - in.samples
+	in.samples = n
+	in.store.GrowSamples(n)
+	in.stats.Added += added
+	in.stats.LastAdded, in.stats.LastAddedEpoch = added, in.ord.epoch+1
+	return nil
 }
 
 // Ordered reports whether tsock owns the order.
@@ -87,7 +129,7 @@ func (in *Ingest) Snapshot() Stats {
 		s.Writing = fmt.Sprintf("%06d since %s, %s written", w.seq, w.since.Format(time.RFC3339), humanize.IBytes(uint64(w.Size())))
 		s.WritingBytes = w.Size()
 	}
-	s.Epoch, s.Position = in.epochs.epoch, in.epochs.pos
+	s.Epoch, s.Position, s.Samples = in.epochs.epoch, in.epochs.pos, in.samples
 	if in.Ordered() {
 		s.Epoch, s.Position, s.EpochLen = in.ord.epoch, in.ord.pos, len(in.ord.order)
 	}

@@ -80,14 +80,14 @@ func (in *Ingest) plan(e int) {
 	o := &in.ord
 	prev := o.prev
 	if prev == nil {
-		prev = make([]int, in.cfg.Samples)
+		prev = make([]int, in.samples)
 		for i := range prev {
 			prev[i] = i
 		}
 	}
 	in.store.PlanEpoch(e, func(splits map[int]int, wanted func(int) bool) map[int]int {
 		var out map[int]int
-		o.order, out = batchstore.StitchOrder(prev, in.cfg.Samples, splits, func(idx int) bool { return !o.bad[idx] }, wanted, in.shuffler(e))
+		o.order, out = batchstore.StitchOrder(prev, in.samples, splits, func(idx int) bool { return !o.bad[idx] }, wanted, in.shuffler(e))
 		return out
 	})
 	o.planned = true

@@ -485,6 +485,44 @@ class IngestTest(unittest.TestCase):
         self.assertEqual(sorted(set(made)), list(range(0, 16)), "samples no subset wants were made")
         self.assertEqual(len(made), 2 * 16, "a sample two subsets share was made twice in an epoch")
 
+    def test_serve_grows_with_ingest_samples(self):
+        """Writing a larger size to ingest/samples grows an ordered ingest:
+        the new indices join from a later producer epoch, every epoch is
+        the data as it was (old or grown), and serve, unchanged, makes
+        them; a smaller size or junk is EINVAL and changes nothing."""
+        import errno
+        import threading
+
+        m = Mount(self, "--ingest", "--samples", "12", "--batch-size", "4", "--epochs", "3", "--buffer", "1MiB")
+        knob = m.path("ingest", "samples")
+        for bad in ("8\n", "many\n"):
+            with self.assertRaises(OSError) as e:
+                with open(knob, "w") as f:
+                    f.write(bad)
+            self.assertEqual(e.exception.errno, errno.EINVAL)
+        with open(knob) as f:
+            self.assertEqual(f.read(), "12\n")
+        c = tsock.Consumer(m.dir)
+        server = threading.Thread(target=tsock.serve, args=(m.dir, _Numbers(20)), kwargs={"batch_size": 4, "epochs": 3})
+        server.start()
+        epochs = []
+        for e in c.epochs():
+            seen = []
+            for b in e:
+                seen += [int(x) for x in b["x"]]
+                if len(epochs) == 0 and len(seen) == 4:
+                    with open(knob, "w") as f:
+                        f.write("20\n")
+            epochs.append(sorted(seen))
+        c.close()
+        server.join(30)
+        self.assertFalse(server.is_alive())
+        grown = [i for i, e in enumerate(epochs) if e == list(range(20))]
+        self.assertTrue(grown and grown[0] >= 1 and all(e == list(range(12)) for e in epochs[:grown[0]]), epochs)
+        self.assertEqual(grown, list(range(grown[0], len(epochs))), epochs)
+        with open(m.path("ingest", "status")) as f:
+            self.assertIn("samples: 20 (8 added through ingest/samples", f.read())
+
     def test_serve_with_subprocesses_mid_write_gives_exact_epochs(self):
         """A thread spawning subprocesses while serve writes (each child
         closes its copies of the batch file being written) changes no
