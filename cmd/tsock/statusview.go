@@ -204,24 +204,37 @@ func renderStatus(doc statusDoc, mountpoint string, now time.Time) string {
 	}
 	gpu := doc.GPU != nil
 	head := fmt.Sprintf("%-16s %-8s %-7s %-19s %5s %5s", "CONSUMER", "STATE", "EPOCH", "PROGRESS", "LAG", "WAIT")
+	subsets := false // a column only where some consumer trains on a part (and room for it: not with GPU memory)
+	for _, cs := range doc.Consumers {
+		if gpu {
+			break
+		}
+		subsets = subsets || (cs.Subset != "" && cs.Subset != "all")
+	}
+	if subsets {
+		head += " SUBSET" // the last column: no padding
+	}
 	if gpu {
 		head += fmt.Sprintf(" %9s", "GPU MEM")
 	}
 	fmt.Fprintln(&b, head)
 	for _, cs := range doc.Consumers {
-		fmt.Fprintln(&b, consumerRow(cs, gpu))
+		fmt.Fprintln(&b, consumerRow(cs, gpu, subsets))
 	}
 	return b.String()
 }
 
 // consumerRow is one consumer's line of the view.
-func consumerRow(cs consumerDoc, gpu bool) string {
+func consumerRow(cs consumerDoc, gpu, subsets bool) string {
 	epoch, progress := ofEpochs(max(cs.Epoch, 0)+1, cs.Epochs), ""
 	if cs.EpochLen > 0 {
 		done := float64(cs.EpochDone) / float64(cs.EpochLen)
 		progress = fmt.Sprintf("%s %3.0f%%", bar(done, 14), 100*min(done, 1))
 	}
 	row := fmt.Sprintf("%-16s %-8s %-7s %-19s %5d %4.0f%%", clip(cs.Name, 16), cs.State, epoch, progress, cs.Lag, 100*cs.WaitShare)
+	if subsets {
+		row += " " + clip(cs.Subset, 11)
+	}
 	if gpu {
 		mem := "?"
 		if cs.GPUMemory != nil && *cs.GPUMemory >= 0 {

@@ -245,6 +245,16 @@ func TestPythonDrawsWhatGoDraws(t *testing.T) {
 			Uptime: 12, DataPath: "daemon", Producer: producerDoc{Unit: "samples", Epoch: 0, EpochDone: 77},
 			Buffer: bufferDoc{Limit: 1000, Used: 5, Mapped: -1}, Consumers: []consumerDoc{},
 		},
+		"folds": {
+			Version: statusVersion, Mode: "pipeline", Source: "/data", State: "producing", StateText: "producing", Uptime: 9,
+			Producer: producerDoc{Unit: "images", Epoch: 1, Epochs: 2, EpochLen: 100, EpochDone: 40},
+			Buffer:   bufferDoc{Limit: 1 << 30, Mapped: -1},
+			Consumers: []consumerDoc{
+				{Name: "all", State: "reading", Subset: "all", Epoch: 0, Epochs: 2, EpochDone: 40, EpochLen: 100},
+				{Name: "fold-2", State: "waiting", Subset: "fold 2/5", SubsetSize: 80, Epoch: 0, Epochs: 2, EpochDone: 30, EpochLen: 80},
+				{Name: "mine", State: "reading", Subset: "list of 123456789", SubsetSize: 123456789, Epoch: 0, Epochs: 2, EpochLen: 123456789},
+			},
+		},
 		"ingest, one consumer forever": {
 			Version: statusVersion, Mode: "ingest", Source: "ingest", State: "idle", StateText: "idle", Uptime: 0.5,
 			Producer:  producerDoc{Unit: "samples", Epoch: 7, EpochLen: 50, EpochDone: 50},
@@ -271,6 +281,9 @@ sys.stdout.write(tsock.status.render(json.load(open(sys.argv[1])), sys.argv[2], 
 		}
 		if want := renderStatus(doc, "/mnt/tsock", now); string(out) != want {
 			t.Errorf("%s: python draws\n%s\ngo draws\n%s", name, out, want)
+		}
+		if want := renderStatus(doc, "/mnt/tsock", now); name == "folds" && (!strings.Contains(want, " SUBSET") || !strings.Contains(want, "fold 2/5") || !strings.Contains(want, "list of 12…")) {
+			t.Errorf("the subsets' view lacks their column:\n%s", want)
 		}
 	}
 }

@@ -130,6 +130,11 @@ def render(doc: Dict[str, Any], mount: str, now: Optional[float] = None) -> str:
         lines.append(_clip(f"no consumer: mkdir {os.path.join(mount, 'consumers', 'NAME')} to join", WIDTH))
         return "\n".join(lines) + "\n"
     head = f"{'CONSUMER':<16} {'STATE':<8} {'EPOCH':<7} {'PROGRESS':<19} {'LAG':>5} {'WAIT':>5}"
+    # A subset column only where some consumer trains on a part (and room
+    # for it: not beside GPU memory).
+    subsets = not gpu and any(c.get("subset", "all") not in ("", "all") for c in doc["consumers"])
+    if subsets:
+        head += " SUBSET"  # the last column: no padding
     if gpu:
         head += f" {'GPU MEM':>9}"
     lines.append(head)
@@ -139,6 +144,8 @@ def render(doc: Dict[str, Any], mount: str, now: Optional[float] = None) -> str:
             done = c["epoch_done"] / c["epoch_len"]
             progress = f"{_bar(done, 14)} {100 * min(done, 1):3.0f}%"
         row = f"{_clip(c['name'], 16):<16} {c['state']:<8} {epoch:<7} {progress:<19} {c['lag_batches']:>5} {100 * c['wait_share']:>4.0f}%"
+        if subsets:
+            row += " " + _clip(c.get("subset", ""), 11)
         if gpu:
             mem = c.get("gpu_memory")
             row += f" {_ibytes(mem) if mem is not None and mem >= 0 else '?':>9}"
