@@ -24,6 +24,10 @@ type Config struct {
 	Layout    Layout
 	Transform Transform
 	Decoder   string // auto, turbo or go
+	// Keep, with a deterministic transform (Eval), is how many bytes of
+	// made samples to keep after their first making, so that later
+	// epochs copy them instead of decoding (--keep); 0: none.
+	Keep int64
 	// Rescan lists a local folder source again at each producer epoch
 	// boundary (--rescan): new files get new indices after the others.
 	Rescan bool
@@ -49,6 +53,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("epochs %d: must be 0 (forever) or more", c.Epochs)
 	case c.Workers < 0:
 		return fmt.Errorf("workers %d: must be 0 (all cores) or more", c.Workers)
+	case c.Keep < 0:
+		return fmt.Errorf("keep %d: must be 0 (none) or more", c.Keep)
+	case c.Keep > 0 && c.Transform != Eval:
+		return fmt.Errorf("keep: only a deterministic transform (eval) makes the same bytes every epoch; %s draws new crops", c.Transform)
 	case c.Fetch < 0 || c.Fetch > MaxFetch:
 		return fmt.Errorf("fetch %d: must be 0 (none ahead) to %d", c.Fetch, MaxFetch)
 	}
@@ -73,6 +81,7 @@ const MaxFetch = 1024
 type Producer struct {
 	cfg      Config
 	fetch    *fetcher // while Run runs with Config.Fetch; nil otherwise
+	kept     *kept    // with Config.Keep; nil otherwise
 	useTurbo bool
 	decoder  string // what status says of the decoder in use
 	store    *batchstore.Store
@@ -96,7 +105,11 @@ func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator) (*Produc
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{cfg: cfg, store: store, alloc: alloc, stats: newStats(), useTurbo: useTurbo, decoder: describe}, nil
+	p := &Producer{cfg: cfg, store: store, alloc: alloc, stats: newStats(), useTurbo: useTurbo, decoder: describe}
+	if cfg.Keep > 0 {
+		p.kept = newKept(cfg.Keep)
+	}
+	return p, nil
 }
 
 // Stats is the producer's live counters.

@@ -67,8 +67,24 @@ func (w *worker) close() {
 
 var jpegMagic = []byte{0xff, 0xd8, 0xff}
 
-// make decodes, crops, resizes and flips sample t into t.buf.
+// make makes sample t into t.buf: from what was kept of it (a
+// deterministic transform's first making), else by decoding it.
 func (w *worker) make(t *task) error {
+	k := w.p.kept
+	if k != nil && k.get(t.index, t.buf) {
+		return nil
+	}
+	if err := w.decode(t); err != nil {
+		return err
+	}
+	if k != nil {
+		k.keep(t.index, t.buf)
+	}
+	return nil
+}
+
+// decode decodes, crops, resizes and flips sample t into t.buf.
+func (w *worker) decode(t *task) error {
 	defer w.trim()
 	cfg := w.p.cfg
 	enc, ok := cfg.Source.(EncodedSource)

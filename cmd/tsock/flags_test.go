@@ -47,6 +47,8 @@ func TestBadFlagsExit2WithUsage(t *testing.T) {
 		{[]string{"mount", mp, "--source", "synthetic:10", "--cache", "1GiB"}, "no files to cache"},
 		{[]string{"mount", mp, "--source", mp, "--cache-dir", mp}, "needs --cache"},
 		{[]string{"mount", mp, "--source", "synthetic:10", "--rescan"}, "--rescan: only a local folder"},
+		{[]string{"mount", mp, "--source", mp, "--keep", "1GiB"}, "only --transform eval"},
+		{[]string{"mount", mp, "--source", mp, "--transform", "eval", "--keep", "lots"}, `--keep "lots"`},
 		{[]string{"mount", mp, "--ingest", "--rescan"}, "--rescan is for the built-in pipeline"},
 		{[]string{"mount", mp, "--source", mp, "--cache", "1GiB", "--cache-dir", mp + "/nowhere"}, "not a directory"},
 		{[]string{"mount", mp, "--source", "synthetic:10", "--fetch", "-1"}, `--fetch "-1"`},

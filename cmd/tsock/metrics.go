@@ -46,6 +46,12 @@ func (c *mountCommand) metrics() ([]byte, error) {
 		counter("tsock_cache_misses_total", "Source reads that went to the source (disk or network).", float64(cs.Misses))
 		counter("tsock_cache_dropped_total", "Files not kept for a failed write to the disk cache.", float64(cs.Dropped))
 	}
+	if c.producer != nil {
+		if k, ok := c.producer.Kept(); ok {
+			gauge("tsock_kept_bytes", "Made samples kept for later epochs (--keep).", float64(k.Used))
+			counter("tsock_kept_served_total", "Samples copied from the kept ones instead of decoded.", float64(k.Served))
+		}
+	}
 	if st := c.remoteStore(); st != nil {
 		counter("tsock_remote_requests_total", "Requests to the object store, every attempt.", float64(st.Stats.Requests.Load()))
 		counter("tsock_remote_retries_total", "Object store requests tried again after a transient fault.", float64(st.Stats.Retries.Load()))

@@ -35,6 +35,7 @@ type mountCommand struct {
 	buffer     string
 	cacheSize  string
 	cacheDir   string
+	keep       string // --keep, parsed into cfg.Keep
 	// metricsListen: --metrics-listen's address; metricsHTTP serves it.
 	metricsListen string
 	metricsHTTP   *metricsServer
@@ -90,6 +91,7 @@ func (c *mountCommand) Parse(args []string) error {
 	f.StringVar(&c.buffer, "buffer", "2GiB", "memory for batches, all consumers together")
 	f.StringVar(&c.cacheSize, "cache", "0", "memory (or disk, with --cache-dir) for encoded files kept after their first read, so later epochs read no disk or network; 0: off")
 	f.StringVar(&c.cacheDir, "cache-dir", "", "keep the --cache in an unnamed file in this directory (a local disk), not in memory: for datasets larger than memory; gone when the mount ends")
+	f.StringVar(&c.keep, "keep", "auto", "with --transform eval: memory for the samples made in the first epoch, copied into later ones with no decode; auto: as much as --buffer (0 with train)")
 	f.BoolVar(&c.cfg.Rescan, "rescan", false, "list a local folder --source again at each producer epoch: new files join the data (new indices after the others), vanished ones are skipped")
 	f.StringVar(&c.fetch, "fetch", "auto", fmt.Sprintf("images read ahead of the workers, this many requests in flight: auto (%d for s3:// sources, 0 for local ones) or 0 to %d", defaultRemoteFetch, producer.MaxFetch))
 	f.IntVar(&c.cfg.Workers, "workers", 0, "decoding workers; 0 means one per core")
@@ -130,7 +132,7 @@ func (c *mountCommand) Parse(args []string) error {
 }
 
 // builtInFlags only make sense with the built-in pipeline (--source).
-var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "s3-endpoint", "fetch", "rescan"}
+var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "s3-endpoint", "fetch", "rescan", "keep"}
 
 // defaultRemoteFetch keeps a store 30 ms away busy enough for about
 // 2,000 images a second (64 / 0.03 s): more than the decoders of a
@@ -234,6 +236,9 @@ func (c *mountCommand) validate() error {
 	if err := c.parseFetch(); err != nil {
 		return err
 	}
+	if err := c.parseKeep(); err != nil {
+		return err
+	}
 	if c.cacheSize != "0" {
 		if _, err := parseSize("cache", c.cacheSize); err != nil {
 			return err
@@ -250,6 +255,27 @@ func (c *mountCommand) validate() error {
 			return fmt.Errorf("--cache-dir %s: not a directory", c.cacheDir)
 		}
 	}
+	return nil
+}
+
+// parseKeep sets cfg.Keep from --keep: auto keeps as much as --buffer
+// with a deterministic transform, nothing with random crops.
+func (c *mountCommand) parseKeep() error {
+	if c.keep == "auto" {
+		c.cfg.Keep = 0
+		if c.cfg.Transform == producer.Eval {
+			c.cfg.Keep, _ = parseSize("buffer", c.buffer)
+		}
+		return nil
+	}
+	n, err := parseSize("keep", c.keep)
+	if err != nil && c.keep != "0" {
+		return err
+	}
+	if n > 0 && c.cfg.Transform != producer.Eval {
+		return fmt.Errorf("--keep %s: only --transform eval makes the same bytes every epoch", c.keep)
+	}
+	c.cfg.Keep = n
 	return nil
 }
 

@@ -72,6 +72,14 @@ func (c *mountCommand) status() ([]byte, error) {
 	if c.ingest == nil {
 		ps := c.producer.Stats().Snapshot()
 		fmt.Fprintf(&b, "skipped inputs: %d\n", ps.Skipped)
+		if k, ok := c.producer.Kept(); ok {
+			fmt.Fprintf(&b, "kept: %s of %s, %d samples made once and copied into later epochs (%d copies)",
+				humanize.IBytes(uint64(k.Used)), humanize.IBytes(uint64(k.Limit)), k.Samples, k.Served)
+			if k.Refused > 0 {
+				fmt.Fprintf(&b, "; %d makings not kept: the set does not fit in --keep, the rest is decoded every epoch", k.Refused)
+			}
+			b.WriteString("\n")
+		}
 		if c.cfg.Rescan {
 			fmt.Fprintf(&b, "rescans added: %d samples", ps.Added)
 			if ps.LastAdded > 0 {

@@ -34,6 +34,16 @@ type statusDoc struct {
 	GPU       *gpuDoc       `json:"gpu,omitempty"`
 	Cache     *cacheDoc     `json:"cache,omitempty"`  // with --cache
 	Remote    *remoteDoc    `json:"remote,omitempty"` // with an s3:// source
+	Kept      *keptDoc      `json:"kept,omitempty"`   // with --keep (--transform eval)
+}
+
+// keptDoc is --keep: samples made once and copied into later epochs.
+type keptDoc struct {
+	Limit   int64  `json:"limit"`
+	Used    int64  `json:"used"`
+	Samples int    `json:"samples"`
+	Served  uint64 `json:"served"`  // copies instead of decodes
+	Refused uint64 `json:"refused"` // makings not kept for lack of room
 }
 
 // cacheDoc is --cache: what it holds, and how often it answered.
@@ -168,6 +178,11 @@ func (c *mountCommand) statusJSON() ([]byte, error) {
 	if c.cache != nil {
 		cs := c.cache.Stats()
 		doc.Cache = &cacheDoc{Limit: cs.Limit, Used: cs.Used, Files: cs.Files, Hits: cs.Hits, Misses: cs.Misses, Dropped: cs.Dropped, Dir: cs.Dir}
+	}
+	if c.producer != nil {
+		if k, ok := c.producer.Kept(); ok {
+			doc.Kept = &keptDoc{Limit: k.Limit, Used: k.Used, Samples: k.Samples, Served: k.Served, Refused: k.Refused}
+		}
 	}
 	if st := c.remoteStore(); st != nil {
 		bytes := st.Stats.Bytes.Load()

@@ -1,0 +1,73 @@
+package producer
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// kept holds what a deterministic transform (--transform eval) made of
+// each sample the first time, up to a limit: every later epoch copies
+// those bytes instead of reading and decoding the file again, so a
+// validation set served to every trial after every epoch is decoded once.
+// A sample that does not fit is made as before, every time.
+type kept struct {
+	limit   int64
+	mu      sync.RWMutex
+	samples [][]byte // by dataset index; nil: not kept
+	used    int64
+	count   int
+	served  atomic.Uint64 // samples copied out instead of made
+	refused atomic.Uint64 // samples made but not kept: no room
+}
+
+func newKept(limit int64) *kept { return &kept{limit: limit} }
+
+// get copies sample i's kept bytes into dst, if kept.
+func (k *kept) get(i int, dst []byte) bool {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if i >= len(k.samples) || k.samples[i] == nil || len(k.samples[i]) != len(dst) {
+		return false
+	}
+	copy(dst, k.samples[i])
+	k.served.Add(1)
+	return true
+}
+
+// keep keeps a copy of sample i's made bytes if there is room.
+func (k *kept) keep(i int, made []byte) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if i < len(k.samples) && k.samples[i] != nil {
+		return
+	}
+	if k.used+int64(len(made)) > k.limit {
+		k.refused.Add(1)
+		return
+	}
+	if i >= len(k.samples) {
+		k.samples = append(k.samples, make([][]byte, i+1-len(k.samples))...)
+	}
+	k.samples[i] = append([]byte(nil), made...)
+	k.used += int64(len(made))
+	k.count++
+}
+
+// KeptStats is what the kept samples hold and did.
+type KeptStats struct {
+	Limit, Used int64
+	Samples     int    // samples kept
+	Served      uint64 // samples copied out instead of decoded
+	Refused     uint64 // samples made but not kept: no room
+}
+
+// Kept says what the kept samples hold; ok is false without --keep.
+func (p *Producer) Kept() (s KeptStats, ok bool) {
+	k := p.kept
+	if k == nil {
+		return KeptStats{}, false
+	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return KeptStats{Limit: k.limit, Used: k.used, Samples: k.count, Served: k.served.Load(), Refused: k.refused.Load()}, true
+}

@@ -1,0 +1,55 @@
+package producer_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/producertest"
+)
+
+// TestKeptSamplesServeLaterEpochs: with --transform eval and --keep, the
+// samples made in the first epoch are kept and copied into every later
+// one, byte for byte what decoding them again gives; a --keep too small
+// for the set keeps what fits and makes the rest as before.
+func TestKeptSamplesServeLaterEpochs(t *testing.T) {
+	src, err := producer.ScanFolder(producertest.Folder(t, 12, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval := func(keep int64) producer.Config {
+		cfg := config(src, 4, 3, 2)
+		cfg.Transform, cfg.Keep = producer.Eval, keep
+		return cfg
+	}
+	decoded := produce(t, eval(0))
+	sample := int64(3 * 12 * 12)
+	for _, tc := range []struct {
+		keep                   int64
+		samples                int
+		served, refusedAtLeast uint64
+	}{
+		{1 << 30, 12, 24, 0},  // all kept: epochs 2 and 3 decode nothing
+		{3 * sample, 3, 6, 9}, // three fit: the other nine are made every epoch
+	} {
+		cfg := eval(tc.keep)
+		store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*3))
+		p, err := producer.New(cfg, store, memfile.NewMemFD())
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalBatches(t, decoded, produceWith(t, p, store), "decoded and kept")
+		store.Close()
+		st, ok := p.Kept()
+		if !ok || st.Samples != tc.samples || st.Served != tc.served || st.Refused < tc.refusedAtLeast || st.Used > tc.keep {
+			t.Errorf("--keep %d: %+v", tc.keep, st)
+		}
+	}
+	cfg := config(src, 4, 1, 1)
+	cfg.Keep = 1 << 20
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "deterministic") {
+		t.Errorf("--keep with random crops: %v", err)
+	}
+}
