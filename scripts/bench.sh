@@ -33,6 +33,8 @@
 #    keys: scripts/bench_remote.sh
 # 9. Subsets: 5-fold CV and disjoint quarters against DataLoaders over
 #    the same parts: scripts/bench_subsets.sh
+# 10. A whole Optuna sweep against the trials' own DataLoaders:
+#    scripts/bench_sweep.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec 3>&1 1>&2 # the table alone on standard output; progress on standard error
@@ -295,3 +297,6 @@ scripts/bench_remote.sh "$images" "$runs" >&3
 
 # 9. Subsets: its own table (see the script).
 scripts/bench_subsets.sh "$images" "$runs" >&3
+
+# 10. A whole sweep: its own table (see the script).
+scripts/bench_sweep.sh 1000 "$runs" >&3

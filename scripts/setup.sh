@@ -8,7 +8,7 @@ set -euo pipefail
 # tmux: the test that looks at `tsock status --watch` in a real terminal.
 packages=(fuse3 python3-numpy libjpeg62-turbo libjpeg62-turbo-dev python3-venv python3-pip python3-setuptools python3-wheel tmux)
 if [[ "${TSOCK_SETUP_TORCH:-0}" == 1 ]]; then
-	packages+=(python3-torch python3-torchvision python3-pil)
+	packages+=(python3-torch python3-torchvision python3-pil python3-optuna)
 fi
 
 missing=()

@@ -631,6 +631,17 @@ class ExamplesTest(unittest.TestCase):
         self.assertEqual(r["decoded"], {"train": 2 * 100, "eval": 100})
         self.assertEqual(r["dataloaders_would_decode"], {"train": 5 * 2 * 80, "eval": 100})
 
+    def test_optuna_sweep_example(self):
+        """scripts/examples/optuna_sweep.py: an Optuna study with pruning
+        and validation after every epoch, 4 trials in 2 processes on a
+        training and an eval mount; the eval mount decodes its set once
+        for every trial's every pass (--keep)."""
+        r = self.run_example("optuna_sweep.py", "--images", "100", "--trials", "4", "--workers", "2", "--epochs", "2")
+        self.assertEqual(r["completed"] + r["pruned"], 4, r)
+        self.assertTrue(0 <= r["best"] <= 1, r)
+        self.assertEqual(r["decoded"]["eval"], 100, r)
+        self.assertLessEqual(r["decoded"]["train"], 4 * 2 * 100, r)
+
     def test_serve_torchvision_to_four_trials(self):
         r = self.run_example("serve_torchvision.py", "sweep", folder(), "--image-size", "32", "--batch-size", "8",
                              "--classes", "4")
