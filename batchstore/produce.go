@@ -153,9 +153,14 @@ func (r *Reservation) Publish(blob Blob, info Info) (uint64, error) {
 	}
 	s.used += blob.Size()
 	// A consumer may already be past it: one that read its stitched first
-	// epoch goes on at a later producer epoch, and reads none of this one.
+	// epoch goes on at a later producer epoch, and one placed at a later
+	// epoch (its subset was not in this one's plan) starts there: neither
+	// reads this batch, which must not wait for a first reader then.
 	for _, c := range s.consumers {
-		if c.active() && c.startKnown && c.started && s.lowSample(c) >= b.end() {
+		if !c.active() {
+			continue
+		}
+		if (!c.startKnown && b.info.Epoch < c.joinEpoch) || (c.startKnown && s.lowSample(c) >= b.end()) {
 			b.passed = true
 			defer s.maybeFree(b)
 			break

@@ -37,4 +37,6 @@ print(f"| whole sweep, seconds (lower is better; ratio: how much sooner tsock en
 tr = [a["decoded"]["train"] for a in ours]
 ev = [a["decoded"]["eval"] for a in ours]
 print(f"| images decoded, training mount / eval mount (own DataLoaders: {8 * 3 * int(images)} each, fewer with pruning) | {med(tr):.0f} / {med(ev):.0f} | | |")
+per = [a["decoded"]["train"] / a["trained"] for a in ours]
+print(f"| training decodes per training image delivered (trials that come and go; own DataLoaders: 1) | {med(per):.2f} ({min(per):.2f}-{max(per):.2f}) | | |")
 PY

@@ -20,7 +20,8 @@ the loop; a pruned trial closes its loaders, which leaves the mounts:
         if trial.should_prune(): close both; raise optuna.TrialPruned()
 
 Prints one JSON line: the mode, trials completed and pruned, the best
-accuracy, the sweep's wall time, and (tsock) what each mount decoded.
+accuracy, the sweep's wall time, the training images delivered to all
+trials, and (tsock) what each mount decoded.
 """
 import argparse
 import json
@@ -45,14 +46,18 @@ def cnn(classes):
 
 
 def fit(model, opt, loader):
+    """One pass; returns the images trained on."""
     from torch import nn
 
     model.train()
+    n = 0
     for images, labels in loader:
         loss = nn.functional.cross_entropy(model(images), labels)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        n += len(labels)
+    return n
 
 
 def evaluate(model, loader):
@@ -104,9 +109,10 @@ def objective(args):
         try:
             model = cnn(classes)
             opt = torch.optim.SGD(model.parameters(), lr=trial.suggest_float("lr", 1e-3, 0.3, log=True), momentum=0.9)
-            accuracy = 0.0
+            accuracy, trained = 0.0, 0
             for epoch in range(args.epochs):
-                fit(model, opt, train)
+                trained += fit(model, opt, train)
+                trial.set_user_attr("trained", trained)  # images delivered to it, pruned or not
                 accuracy = evaluate(model, val)
                 trial.report(accuracy, epoch)
                 if trial.should_prune():
@@ -181,6 +187,7 @@ def main(args):
             "pruned": sum(s == optuna.trial.TrialState.PRUNED for s in states),
             "best": study.best_value, "seconds": round(seconds, 2), "images": args.images, "epochs": args.epochs,
         }
+        out["trained"] = sum(t.user_attrs.get("trained", 0) for t in study.trials)
         if not args.loaders:
             out["decoded"] = {kind: decoded(m) for kind, m in mounts.items()}
         print(json.dumps(out))

@@ -641,6 +641,7 @@ class ExamplesTest(unittest.TestCase):
         self.assertTrue(0 <= r["best"] <= 1, r)
         self.assertEqual(r["decoded"]["eval"], 100, r)
         self.assertLessEqual(r["decoded"]["train"], 4 * 2 * 100, r)
+        self.assertGreater(r["trained"], 0, r)
 
     def test_serve_torchvision_to_four_trials(self):
         r = self.run_example("serve_torchvision.py", "sweep", folder(), "--image-size", "32", "--batch-size", "8",
