@@ -163,11 +163,7 @@ func (c *Cache) keep(i int, data []byte) {
 
 // Load implements Source through the cache.
 func (c *Cache) Load(i int, dst *RGB, scratch *[]byte) error {
-	data, err := c.Encoded(i, scratch)
-	if err != nil {
-		return err
-	}
-	return decodeImage(data, dst)
+	return loadEncoded(c, i, dst, scratch)
 }
 
 // CacheStats is what the cache holds and how often it answered.

@@ -174,11 +174,7 @@ func (f *Folder) Name(i int) string { return f.list.Load().paths[i] }
 
 // Load implements Source.
 func (f *Folder) Load(i int, dst *RGB, scratch *[]byte) error {
-	data, err := f.Encoded(i, scratch)
-	if err != nil {
-		return err
-	}
-	return decodeImage(data, dst)
+	return loadEncoded(f, i, dst, scratch)
 }
 
 // Encoded implements EncodedSource.

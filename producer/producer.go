@@ -248,10 +248,7 @@ type Rescanner interface {
 
 // RescannerOf is src's Rescanner, under a cache if any; nil if it has none.
 func RescannerOf(src Source) Rescanner {
-	if c, ok := src.(*Cache); ok {
-		src = c.EncodedSource
-	}
-	r, _ := src.(Rescanner)
+	r, _ := Underlying(src).(Rescanner)
 	return r
 }
 

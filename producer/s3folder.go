@@ -201,11 +201,7 @@ func (f *S3Folder) Name(i int) string { return "s3://" + f.bucket + "/" + f.key(
 
 // Load implements Source.
 func (f *S3Folder) Load(i int, dst *RGB, scratch *[]byte) error {
-	data, err := f.Encoded(i, scratch)
-	if err != nil {
-		return err
-	}
-	return decodeImage(data, dst)
+	return loadEncoded(f, i, dst, scratch)
 }
 
 // Encoded implements EncodedSource: one GET of the whole object. A key

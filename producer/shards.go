@@ -292,11 +292,7 @@ func (s *Shards) Skipped() []string { return s.skipped }
 
 // Load implements Source.
 func (s *Shards) Load(i int, dst *RGB, scratch *[]byte) error {
-	data, err := s.Encoded(i, scratch)
-	if err != nil {
-		return err
-	}
-	return decodeImage(data, dst)
+	return loadEncoded(s, i, dst, scratch)
 }
 
 // Encoded implements EncodedSource: a ranged read of the image member.

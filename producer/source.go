@@ -71,3 +71,22 @@ func OpenContext(ctx context.Context, spec string, s3 remote.Config) (Source, er
 // maxSynthetic bounds synthetic:N: the producer keeps each epoch's order,
 // 8 bytes a sample, and a typo must not ask for terabytes.
 const maxSynthetic = 1 << 28
+
+// loadEncoded is Load for a source that keeps its samples encoded: read,
+// then decode.
+func loadEncoded(src EncodedSource, i int, dst *RGB, scratch *[]byte) error {
+	data, err := src.Encoded(i, scratch)
+	if err != nil {
+		return err
+	}
+	return decodeImage(data, dst)
+}
+
+// Underlying is the source under a Cache (the source itself otherwise):
+// what it is, for what only that kind of source does.
+func Underlying(src Source) Source {
+	if c, ok := src.(*Cache); ok {
+		return c.EncodedSource
+	}
+	return src
+}

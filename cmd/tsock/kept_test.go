@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestEvalMountDecodesOnce(t *testing.T) {
 			t.Fatalf("%d batches for %d epochs", len(batches), epochs)
 		}
 		for i, b := range batches[perEpoch:] {
-			if first := batches[i%perEpoch]; !bytes.Equal(b.Images, first.Images) || !equalInts(b.Indices, first.Indices) {
+			if first := batches[i%perEpoch]; !bytes.Equal(b.Images, first.Images) || !slices.Equal(b.Indices, first.Indices) {
 				t.Fatalf("batch %d differs from the first epoch's", perEpoch+i)
 			}
 		}
@@ -55,16 +56,4 @@ func TestEvalMountDecodesOnce(t *testing.T) {
 		t.Fatalf("metrics:\n%s", m)
 	}
 	d.stop(t)
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -192,12 +192,7 @@ func (c *mountCommand) state() ([]byte, error) {
 }
 
 // unwrappedSource is the source under --cache; nil with --ingest.
-func (c *mountCommand) unwrappedSource() producer.Source {
-	if cached, ok := c.cfg.Source.(*producer.Cache); ok {
-		return cached.EncodedSource
-	}
-	return c.cfg.Source
-}
+func (c *mountCommand) unwrappedSource() producer.Source { return producer.Underlying(c.cfg.Source) }
 
 // remoteSource is a source in an object store.
 type remoteSource interface {

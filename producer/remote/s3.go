@@ -304,16 +304,8 @@ func (s *Store) Walk(ctx context.Context, bucket, prefix string, listed *atomic.
 // List lists the keys under prefix, in order, page by page.
 func (s *Store) List(ctx context.Context, bucket, prefix string) ([]string, error) {
 	var keys []string
-	err := s.do(ctx, fmt.Sprintf("list s3://%s/%s", bucket, prefix), func(ctx context.Context) error {
-		keys = keys[:0]
-		for obj := range s.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
-			if obj.Err != nil {
-				return permanent(obj.Err)
-			}
-			keys = append(keys, obj.Key)
-		}
-		return nil
-	})
+	var listed atomic.Int64
+	err := s.Walk(ctx, bucket, prefix, &listed, func() { keys = keys[:0] }, func(key string, _ int64) { keys = append(keys, key) })
 	return keys, err
 }
 

@@ -59,3 +59,39 @@ def start_together(go):
             f.write("ready\n")
         while not os.path.exists(go):
             time.sleep(0.005)
+
+
+def mount(tsock_bin, mountpoint, args, prog):
+    """Starts `tsock mount MOUNTPOINT ARGS…` (making the mountpoint) and
+    returns the daemon once it is mounted; exits naming prog if not."""
+    os.mkdir(mountpoint)
+    daemon = subprocess.Popen([tsock_bin, "mount", mountpoint, *args], stdout=subprocess.PIPE, text=True)
+    first = daemon.stdout.readline()
+    if not first.startswith("tsock: mounted"):
+        daemon.kill()
+        daemon.wait()
+        os.rmdir(mountpoint)
+        sys.exit(f"{prog}: tsock mount did not come up: {first!r}")
+    return daemon
+
+
+def stop(procs, daemons, mountpoints):
+    """Kills what of procs still runs, stops each daemon (SIGTERM: it
+    unmounts) and removes the mountpoints."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for d in daemons:
+        d.send_signal(signal.SIGTERM)
+        d.wait()
+    for m in mountpoints:
+        os.rmdir(m)
+
+
+def decoded(mountpoint):
+    """Images the mount's producer decoded: those it made, less those
+    copied from what it kept (--keep)."""
+    with open(os.path.join(mountpoint, "status.json")) as f:
+        doc = json.load(f)
+    return doc["producer"]["samples"] - (doc.get("kept") or {}).get("served", 0)

@@ -15,11 +15,12 @@ torchvision DataLoader per trial and mount would decode.
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+import demo_mount  # noqa: E402  (next to this file)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEAN, STD = [0.5, 0.5, 0.5], [0.25, 0.25, 0.25]
@@ -62,11 +63,6 @@ def trial(args):
     print(json.dumps({"fold": args.fold, "accuracy": right / max(total, 1), "trained": seen, "validated": total}))
 
 
-def decoded(mount):
-    with open(os.path.join(mount, "status.json")) as f:
-        return json.load(f)["producer"]["samples"]
-
-
 def main(args):
     tsock_bin = args.tsock or os.environ.get("TSOCK_BIN") or "tsock"
     work = tempfile.mkdtemp(prefix="tsock-kfold-")
@@ -78,12 +74,7 @@ def main(args):
     try:
         for kind, extra in (("train", ["--epochs", str(args.epochs)]), ("eval", ["--transform", "eval", "--epochs", "1"])):
             mounts[kind] = os.path.join(work, kind)
-            os.mkdir(mounts[kind])
-            daemons.append(subprocess.Popen([tsock_bin, "mount", mounts[kind], *common, *extra],
-                                            stdout=subprocess.PIPE, text=True))
-            first = daemons[-1].stdout.readline()
-            if not first.startswith("tsock: mounted"):
-                sys.exit(f"kfold: tsock mount did not come up: {first!r}")
+            daemons.append(demo_mount.mount(tsock_bin, mounts[kind], [*common, *extra], "kfold"))
         go = os.path.join(work, "go")
         for k in range(1, args.folds + 1):
             trials.append(subprocess.Popen([sys.executable, __file__, "--trial", "--fold", str(k), "--folds", str(args.folds),
@@ -103,7 +94,7 @@ def main(args):
         n = args.images
         print(json.dumps({
             "folds": folds,
-            "decoded": {"train": decoded(mounts["train"]), "eval": decoded(mounts["eval"])},
+            "decoded": {"train": demo_mount.decoded(mounts["train"]), "eval": demo_mount.decoded(mounts["eval"])},
             # One DataLoader per trial and mount: each decodes its fold's
             # training part every epoch, and its holdout once.
             "dataloaders_would_decode": {"train": args.epochs * sum(f["trained"] // args.epochs for f in folds),
@@ -111,15 +102,7 @@ def main(args):
             "images": n,
         }))
     finally:
-        for p in trials:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for d in daemons:
-            d.send_signal(signal.SIGTERM)
-            d.wait()
-        for kind in mounts:
-            os.rmdir(mounts[kind])
+        demo_mount.stop(trials, daemons, mounts.values())
         subprocess.run(["rm", "-rf", work], check=False)
 
 

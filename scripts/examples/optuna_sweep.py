@@ -26,11 +26,12 @@ trials, and (tsock) what each mount decoded.
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+import demo_mount  # noqa: E402  (next to this file)
 
 MEAN, STD = [0.5, 0.5, 0.5], [0.25, 0.25, 0.25]
 
@@ -132,13 +133,6 @@ def worker(args):
     study.optimize(objective(args), n_trials=args.share)
 
 
-def decoded(mount):
-    with open(os.path.join(mount, "status.json")) as f:
-        doc = json.load(f)
-    made, kept = doc["producer"]["samples"], doc.get("kept") or {}
-    return made - kept.get("served", 0)
-
-
 def main(args):
     import optuna
 
@@ -160,12 +154,7 @@ def main(args):
             common = ["--source", args.data, "--image-size", "32", "--batch-size", "32", "--epochs", str(args.epochs)]
             for kind, extra in (("train", []), ("eval", ["--transform", "eval"])):
                 mounts[kind] = os.path.join(work, kind)
-                os.mkdir(mounts[kind])
-                daemons.append(subprocess.Popen([tsock_bin, "mount", mounts[kind], *common, *extra],
-                                                stdout=subprocess.PIPE, text=True))
-                first = daemons[-1].stdout.readline()
-                if not first.startswith("tsock: mounted"):
-                    sys.exit(f"optuna_sweep: tsock mount did not come up: {first!r}")
+                daemons.append(demo_mount.mount(tsock_bin, mounts[kind], [*common, *extra], "optuna_sweep"))
         share = -(-args.trials // args.workers)
         for _ in range(args.workers):
             cmd = [sys.executable, __file__, "--worker", "--storage", storage, "--share", str(share),
@@ -189,18 +178,10 @@ def main(args):
         }
         out["trained"] = sum(t.user_attrs.get("trained", 0) for t in study.trials)
         if not args.loaders:
-            out["decoded"] = {kind: decoded(m) for kind, m in mounts.items()}
+            out["decoded"] = {kind: demo_mount.decoded(m) for kind, m in mounts.items()}
         print(json.dumps(out))
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for d in daemons:
-            d.send_signal(signal.SIGTERM)
-            d.wait()
-        for m in mounts.values():
-            os.rmdir(m)
+        demo_mount.stop(procs, daemons, mounts.values())
         subprocess.run(["rm", "-rf", work], check=False)
 
 
