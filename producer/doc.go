@@ -8,6 +8,10 @@
 // The assembler reserves room in the store before it allocates a file, so
 // memory never exceeds --buffer; when the buffer is full the assembler
 // blocks, then the workers run out of sample buffers and block too.
+// Workers spend their time in C (libjpeg-turbo, the resize passes); a
+// process running them wants a P per worker beyond its cores (GoProcs),
+// or the runtime hands a worker's P away at every call and the worker
+// waits for one on its way back.
 //
 // Sources: an ImageFolder (Folder), WebDataset tar shards on a local disk
 // or in an object store (Shards: indexed once at open by package wds,

@@ -9,7 +9,8 @@
 #
 #   scripts/bench.sh [IMAGES] [RUNS]     default 2000 images per set, 3 runs
 #
-# 1. producer images/s per core vs torchvision's per core, on both sets
+# 1. producer images/s per core vs torchvision's per core, on both sets;
+#    the producer in a mount (one worker, one reader) vs that benchmark
 # 2. images/s delivered to N = 1, 2, 4, 8 consumers vs N torchvision
 #    DataLoaders (batch 256, workers = cores/N; tsock batches of 64, so
 #    that a third of an epoch holds several), on both sets: 3 whole
@@ -97,6 +98,21 @@ for run in $(seq "$runs"); do
 			awk '/img\/s/ { for (i = 1; i <= NF; i++) if ($(i+1) == "img/s") print $i }')
 		theirs=$($py scripts/python/bench_torchvision.py percore "$set" 1)
 		record "percore-$name" "$ours" "$theirs"
+
+		# 1b. The producer in a mount against that benchmark, the same
+		#     run: --workers 1, one reader, 3 whole epochs, images over
+		#     the span from the mount's start to the last read (the scan,
+		#     the first epoch's verifying reads and the reader's start
+		#     included); and the daemon's CPU seconds per image made (its
+		#     FUSE work and copies into batches included) against the
+		#     benchmark's seconds per image.
+		mount_bg --source "$set" --batch-size 64 --workers 1 --epochs 3 --buffer "$(third_epoch)" >/dev/null
+		began=$(date +%s.%N)
+		$py scripts/python/read_batches.py "$mnt" w1 --join >"$work/w1.json"
+		cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$daemon/stat")
+		unmount
+		inmount=$($py -c "import json,sys; r=json.load(open(sys.argv[1])); print(round(r['images'] / (r['ended_at'] - float(sys.argv[2])), 1))" "$work/w1.json" "$began")
+		record "inmount-$name" "$inmount" "$ours" "$($py -c "print($cpu / (3 * $images))")" "$($py -c "print(1 / $ours)")"
 
 		# 2. Sharing: N consumers of one pipeline vs N separate loaders,
 		#    3 whole epochs each, from the start to the last read.
@@ -271,6 +287,10 @@ print("|---|---|---|---|")
 for name, label in (("photos", "real photos"), ("gendata", "gendata")):
     ours, theirs = col(f"percore-{name}", 1), col(f"percore-{name}", 2)
     print(f"| {label}: producer, images/s per core (read+decode+crop+resize+flip, uint8) | {med(ours):.0f} | torchvision {med(theirs):.0f} | {ratio(ours, theirs)} |")
+    m, b = col(f"inmount-{name}", 1), col(f"inmount-{name}", 2)
+    print(f"| {label}: producer in a mount, --workers 1, one reader, images/s over 3 whole epochs | {med(m):.0f} | BenchmarkSample {med(b):.0f} | {ratio(m, b)} |")
+    m, b = col(f"inmount-{name}", 3), col(f"inmount-{name}", 4)
+    print(f"| {label}: CPU per image made, the mount's daemon (lower is better; ratio: benchmark / daemon) | {1e6 * med(m):.0f} us | BenchmarkSample {1e6 * med(b):.0f} us | {ratio(b, m)} |")
     for n in ("1", "2", "4", "8"):
         s, t = col(f"sharing-{name}", 2, n), col(f"sharing-{name}", 3, n)
         print(f"| {label}: {n} consumer(s), images/s delivered all together, 3 whole epochs | {med(s):.0f} | {n} torchvision DataLoader(s) {med(t):.0f} | {ratio(s, t)} |")

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,15 +89,16 @@ func TestLateJoinersOwnSizesAndACrash(t *testing.T) {
 		}
 		streams = append(streams, samples(batches))
 	}
-	// All consumers read windows of one stream of samples.
+	// All consumers read one stream of samples, each skipping stretches
+	// of it as its epochs say, in one order.
 	overlaps := 0
 	for i := range streams {
 		for j := i + 1; j < len(streams); j++ {
-			overlap, err := sameStream(streams[i], streams[j])
+			shared, err := sameOrder(streams[i], streams[j])
 			if err != nil {
 				t.Fatalf("%s against %s: %v", runs[j].name, runs[i].name, err)
 			}
-			if overlap {
+			if shared > 0 {
 				overlaps++
 			}
 		}
@@ -144,30 +145,32 @@ func samples(batches []*producer.Batch) [][]byte {
 	return out
 }
 
-// sameStream: where b starts somewhere in a (or a somewhere in b), from
-// there the two agree sample for sample as far as both go. It reports
-// whether they overlap at all (a joiner that came after another finished
-// need not).
-func sameStream(a, b [][]byte) (bool, error) {
-	at := func(x, y [][]byte) int {
-		for i := range x {
-			if bytes.Equal(x[i], y[0]) {
-				return i
-			}
-		}
-		return -1
+// sameOrder: the samples two consumers both read (the same index and
+// image bytes: made once, in one producer epoch) come in the same order
+// in both. Each consumer reads the producer's one stream of samples,
+// skipping stretches of it but never reordering it: a late joiner's
+// first epoch is the rest of one producer epoch and the samples it
+// missed, first in the next, and its later epochs are whole producer
+// epochs from the one after; what it skips between is made for others.
+// It returns how many samples they share (a joiner that came after
+// another finished need share none).
+func sameOrder(a, b [][]byte) (int, error) {
+	at := make(map[string][]int, len(a)) // a record's positions in a, ascending
+	for i, r := range a {
+		at[string(r)] = append(at[string(r)], i)
 	}
-	off := at(a, b)
-	if off < 0 {
-		if off = at(b, a); off < 0 {
-			return false, nil
+	shared, last := 0, -1
+	for j, r := range b {
+		positions, ok := at[string(r)]
+		if !ok {
+			continue
 		}
-		a, b = b, a
-	}
-	for i := off; i < len(a) && i-off < len(b); i++ {
-		if !bytes.Equal(a[i], b[i-off]) {
-			return true, fmt.Errorf("sample %d of one stream differs from sample %d of the other", i, i-off)
+		k := sort.SearchInts(positions, last+1)
+		if k == len(positions) {
+			return shared, fmt.Errorf("the streams disagree on order: sample %d of one is sample %d of the other, not after %d, where a shared sample before it was", j, positions[len(positions)-1], last)
 		}
+		last = positions[k]
+		shared++
 	}
-	return true, nil
+	return shared, nil
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -427,6 +428,9 @@ func (c *mountCommand) setUp(ctx context.Context) error {
 		return err
 	}
 	c.cfg = c.producer.Config()
+	if os.Getenv("GOMAXPROCS") == "" { // a user's own setting stands
+		runtime.GOMAXPROCS(producer.GoProcs(c.cfg.Workers))
+	}
 	return c.mount(nil)
 }
 
