@@ -191,6 +191,16 @@ func renderStatus(doc statusDoc, mountpoint string, now time.Time) string {
 	if buf.Mapped > 0 {
 		line("", "%s of it released but still mapped by readers", humanize.IBytes(uint64(buf.Mapped)))
 	}
+	if k := doc.Kept; k != nil { // beside --buffer, under its own bound (--keep)
+		text := fmt.Sprintf("%s %s of %s, %d samples, ", bar(float64(k.Used)/float64(max(k.Limit, 1)), 20),
+			humanize.IBytes(uint64(k.Used)), humanize.IBytes(uint64(k.Limit)), k.Samples)
+		if k.Refused > 0 { // what matters most: the set does not fit
+			text += fmt.Sprintf("%d not kept", k.Refused)
+		} else {
+			text += fmt.Sprintf("%d copies", k.Served)
+		}
+		line("kept", "%s", text)
+	}
 	path, _, _ := strings.Cut(doc.DataPath, " (") // the why is status's to say
 	line("data path", "%s", path)
 	line("skipped", "%d inputs", doc.Skipped)

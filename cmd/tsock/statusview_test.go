@@ -255,6 +255,13 @@ func TestPythonDrawsWhatGoDraws(t *testing.T) {
 				{Name: "mine", State: "reading", Subset: "list of 123456789", SubsetSize: 123456789, Epoch: 0, Epochs: 2, EpochLen: 123456789},
 			},
 		},
+		"an eval mount that keeps part of its set": {
+			Version: statusVersion, Mode: "pipeline", Source: "/data/val", State: "producing", StateText: "producing", Uptime: 30,
+			Producer:  producerDoc{Unit: "images", Epoch: 2, EpochLen: 50000, EpochDone: 100},
+			Buffer:    bufferDoc{Limit: 1 << 30, Used: 1 << 20, Mapped: -1, Batches: 1},
+			Kept:      &keptDoc{Limit: 1 << 30, Used: 1<<30 - 4096, Samples: 7000, Served: 123456, Refused: 86000},
+			Consumers: []consumerDoc{{Name: "val-3", State: "reading", Epoch: 1, Epochs: 3, EpochDone: 100, EpochLen: 50000}},
+		},
 		"ingest, one consumer forever": {
 			Version: statusVersion, Mode: "ingest", Source: "ingest", State: "idle", StateText: "idle", Uptime: 0.5,
 			Producer:  producerDoc{Unit: "samples", Epoch: 7, EpochLen: 50, EpochDone: 50},
@@ -281,6 +288,9 @@ sys.stdout.write(tsock.status.render(json.load(open(sys.argv[1])), sys.argv[2], 
 		}
 		if want := renderStatus(doc, "/mnt/tsock", now); string(out) != want {
 			t.Errorf("%s: python draws\n%s\ngo draws\n%s", name, out, want)
+		}
+		if want := renderStatus(doc, "/mnt/tsock", now); doc.Kept != nil && !strings.Contains(want, "\nkept      ████████████████████ 1024 MiB of 1.0 GiB, 7000 samples, 86000 not kept\n") {
+			t.Errorf("the kept line is missing or wrong:\n%s", want)
 		}
 		if want := renderStatus(doc, "/mnt/tsock", now); name == "folds" && (!strings.Contains(want, " SUBSET") || !strings.Contains(want, "fold 2/5") || !strings.Contains(want, "list of 12…")) {
 			t.Errorf("the subsets' view lacks their column:\n%s", want)

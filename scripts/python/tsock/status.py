@@ -120,6 +120,13 @@ def render(doc: Dict[str, Any], mount: str, now: Optional[float] = None) -> str:
     line("buffer", f"{_bar(held / max(buf['limit'], 1), 20)} {_ibytes(held)} of {_ibytes(buf['limit'])}, {buf['batches']} batches")
     if buf["mapped_after_release"] > 0:
         line("", f"{_ibytes(buf['mapped_after_release'])} of it released but still mapped by readers")
+    kept = doc.get("kept")
+    if kept:  # beside --buffer, under its own bound (--keep)
+        text = (f"{_bar(kept['used'] / max(kept['limit'], 1), 20)} {_ibytes(kept['used'])} of {_ibytes(kept['limit'])}, "
+                f"{kept['samples']} samples, ")
+        # What matters most: the set does not fit.
+        text += f"{kept['refused']} not kept" if kept["refused"] > 0 else f"{kept['served']} copies"
+        line("kept", text)
     line("data path", doc["data_path"].split(" (")[0])  # the why is status's to say
     line("skipped", f"{doc['skipped']} inputs")
     gpu = doc.get("gpu")
