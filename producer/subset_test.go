@@ -11,6 +11,7 @@ import (
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/producertest"
 )
 
 // subsetOf is the subset of n samples for which has says yes.
@@ -212,18 +213,9 @@ func TestSubsetsGiveExactEpochsOfTheirOwn(t *testing.T) {
 	if len(sw) != epochs {
 		t.Fatalf("switch: %d epochs", len(sw))
 	}
-	changed := -1
-	for e, ep := range sw {
-		sorted := slices.Sorted(slices.Values(ep))
-		switch {
-		case slices.Equal(sorted, members(low, n)) && changed < 0:
-		case slices.Equal(sorted, members(high, n)):
-			if changed < 0 {
-				changed = e
-			}
-		default:
-			t.Errorf("switch: epoch %d holds %v: neither subset exactly", e, sorted)
-		}
+	changed, err := producertest.Switched(sw, members(low, n), members(high, n))
+	if err != nil {
+		t.Errorf("switch: %v", err)
 	}
 	if changed < 1 {
 		t.Errorf("switch: the change applied from epoch %d, want a later epoch than the first", changed)

@@ -193,18 +193,13 @@ func TestSubsetsSurviveAKillAndChangeMidRun(t *testing.T) {
 			t.Errorf("survivor: epoch %d holds %v, want %v", e, ep, holdSet)
 		}
 	}
-	sw := epochsOf(switched)
-	changed := -1
-	for e := range epochs {
-		switch ep := slices.Sorted(slices.Values(sw[e])); {
-		case slices.Equal(ep, foldSet) && changed < 0:
-		case slices.Equal(ep, holdSet):
-			if changed < 0 {
-				changed = e
-			}
-		default:
-			t.Errorf("switch: epoch %d holds %v: neither subset exactly", e, ep)
-		}
+	byEpoch, sw := epochsOf(switched), make([][]int, epochs)
+	for e := range sw {
+		sw[e] = byEpoch[e]
+	}
+	changed, err := producertest.Switched(sw, foldSet, holdSet)
+	if err != nil {
+		t.Errorf("switch: %v", err)
 	}
 	if changed < 1 {
 		t.Errorf("switch: the change applied from epoch %d, want a later one than its first", changed)

@@ -92,3 +92,25 @@ func Without(src producer.Source, skip []string) []int {
 	}
 	return out
 }
+
+// Switched is the first of epochs (each the dataset indices one epoch
+// held, in any order) that holds after exactly, where every epoch before
+// it holds before exactly and every one from it after; -1 if none holds
+// after. An epoch that holds neither is an error: a subset changed inside
+// an epoch, or lost or repeated a sample.
+func Switched(epochs [][]int, before, after []int) (int, error) {
+	switched := -1
+	for e, ep := range epochs {
+		sorted := slices.Sorted(slices.Values(ep))
+		switch {
+		case switched < 0 && slices.Equal(sorted, before):
+		case slices.Equal(sorted, after):
+			if switched < 0 {
+				switched = e
+			}
+		default:
+			return switched, fmt.Errorf("epoch %d holds %v: neither subset exactly", e, sorted)
+		}
+	}
+	return switched, nil
+}
