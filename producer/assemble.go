@@ -7,16 +7,16 @@ import (
 	"fmt"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
-	"github.com/tsock/tsock/producer/batchfile"
-	"github.com/tsock/tsock/producer/remote"
+	"github.com/tsock/tsock/producer/source/remote"
 )
 
 // building is the batch being filled.
 type building struct {
 	res              *batchstore.Reservation
 	file             *memfile.File
-	layout           batchLayout // for the capacity it was allocated with
+	layout           batchfile.Layout // for the capacity it was allocated with
 	epoch            int
 	index            int // batch index within the epoch
 	firstPos, endPos int // order positions covered
@@ -78,15 +78,15 @@ func (a *assembler) add(ctx context.Context, t *task) error {
 			}
 		}
 		b := a.cur
-		at := b.layout.imagesAt() + b.n*b.layout.sampleBytes
-		copy(b.file.Bytes()[at:at+b.layout.sampleBytes], t.buf)
+		at := b.layout.ImagesAt() + b.n*b.layout.SampleBytes
+		copy(b.file.Bytes()[at:at+b.layout.SampleBytes], t.buf)
 		b.labels = append(b.labels, int64(a.p.cfg.Source.Label(t.index)))
 		b.indices = append(b.indices, int64(t.index))
 		b.n++
 		b.endPos = t.pos + 1
 	}
 	switch {
-	case a.cur != nil && (a.cur.n == a.cur.layout.samples || t.last):
+	case a.cur != nil && (a.cur.n == a.cur.layout.Samples || t.last):
 		return a.publish(ctx, t.last)
 	case t.last: // the epoch's last samples failed after its last batch
 		a.p.store.EndEpoch(t.epoch)
@@ -98,12 +98,12 @@ func (a *assembler) add(ctx context.Context, t *task) error {
 // is what is left of the epoch, up to the batch size.
 func (a *assembler) start(ctx context.Context, t *task) error {
 	capacity := min(a.p.cfg.BatchSize, t.epochLen-t.pos)
-	l := newBatchLayout(capacity, a.p.cfg.ImageSize)
-	res, err := a.p.store.Reserve(ctx, int64(l.size))
+	l := batchfile.NewLayout(capacity, a.p.cfg.ImageSize)
+	res, err := a.p.store.Reserve(ctx, int64(l.Size))
 	if err != nil {
 		return err
 	}
-	f, err := a.p.alloc.Create(int64(l.size))
+	f, err := a.p.alloc.Create(int64(l.Size))
 	if err != nil {
 		res.Cancel()
 		return fmt.Errorf("allocate batch %d of epoch %d: %w", a.epochBatches, t.epoch, err)
@@ -117,7 +117,7 @@ func (a *assembler) start(ctx context.Context, t *task) error {
 func (a *assembler) publish(ctx context.Context, last bool) error {
 	b := a.cur
 	a.cur = nil
-	if b.n < b.layout.samples {
+	if b.n < b.layout.Samples {
 		if err := b.shrink(); err != nil {
 			b.res.Cancel()
 			b.file.Free()
@@ -126,17 +126,17 @@ func (a *assembler) publish(ctx context.Context, last bool) error {
 	}
 	data := b.file.Bytes()
 	for i := 0; i < b.n; i++ {
-		binary.LittleEndian.PutUint64(data[b.layout.labelsAt()+8*i:], uint64(b.labels[i]))
-		binary.LittleEndian.PutUint64(data[b.layout.indicesAt()+8*i:], uint64(b.indices[i]))
+		binary.LittleEndian.PutUint64(data[b.layout.LabelsAt()+8*i:], uint64(b.labels[i]))
+		binary.LittleEndian.PutUint64(data[b.layout.IndicesAt()+8*i:], uint64(b.indices[i]))
 	}
-	meta := batchMeta{epoch: b.epoch, index: b.index, seq: a.published,
-		imageSize: a.p.cfg.ImageSize, layout: a.p.cfg.Layout, transform: a.p.cfg.Transform}
+	meta := batchfile.Meta{Epoch: b.epoch, Index: b.index, Seq: a.published,
+		ImageSize: a.p.cfg.ImageSize, Layout: string(a.p.cfg.Layout), Transform: string(a.p.cfg.Transform)}
 	var blob batchstore.Blob = b.file
-	h, hdr, err := b.layout.header(meta)
+	h, hdr, err := b.layout.Header(meta)
 	if err == nil {
 		copy(data, hdr)
 		var fb *batchfile.Blob
-		if fb, err = batchfile.NewBlob(ctx, b.file, h, a.p.cfg.GPU, data[DataStart:]); err == nil {
+		if fb, err = batchfile.NewBlob(ctx, b.file, h, a.p.cfg.GPU, data[batchfile.DataStart:]); err == nil {
 			blob = fb
 		}
 	}
@@ -167,10 +167,10 @@ func (a *assembler) publish(ctx context.Context, last bool) error {
 // an epoch) out again for its real count: the images move down to their
 // new offset and the file is cut.
 func (b *building) shrink() error {
-	l := layoutFor(b.n, b.layout.sampleBytes)
+	l := batchfile.LayoutFor(b.n, b.layout.SampleBytes)
 	data := b.file.Bytes()
-	copy(data[l.imagesAt():], data[b.layout.imagesAt():b.layout.imagesAt()+b.n*l.sampleBytes])
-	if err := b.file.Truncate(int64(l.size)); err != nil {
+	copy(data[l.ImagesAt():], data[b.layout.ImagesAt():b.layout.ImagesAt()+b.n*l.SampleBytes])
+	if err := b.file.Truncate(int64(l.Size)); err != nil {
 		return fmt.Errorf("shrink batch %d of epoch %d: %w", b.index, b.epoch, err)
 	}
 	b.layout = l

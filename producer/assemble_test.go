@@ -6,6 +6,8 @@ import (
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/producer/pipeline"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // BenchmarkAssemble is one batch of 256 samples of 224×224 past decoding:
@@ -25,8 +27,8 @@ func BenchmarkAssemble(b *testing.B) {
 
 func benchAssemble(b *testing.B, alloc *memfile.Allocator) {
 	const B, S = 256, 224
-	cfg := Config{Source: NewSynthetic(B, 4), BatchSize: B, ImageSize: S, Workers: 1,
-		Layout: NCHW, Transform: Train}
+	cfg := Config{Source: source.NewSynthetic(B, 4), BatchSize: B, ImageSize: S, Workers: 1,
+		Layout: pipeline.NCHW, Transform: pipeline.Train}
 	store := batchstore.New(StoreConfig(cfg, 2*cfg.BatchBytes()))
 	defer store.Close()
 	if err := store.Join("reader"); err != nil {

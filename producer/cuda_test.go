@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/gpu"
 	"github.com/tsock/tsock/gpu/gputest"
 	"github.com/tsock/tsock/producer"
-	"github.com/tsock/tsock/producer/batchfile"
+	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
 )
 
 type cudaJSON struct {
@@ -38,8 +40,8 @@ type cudaJSON struct {
 // give their slabs back.
 func TestBatchesGoToTheGPUWhereCUDAFilesSay(t *testing.T) {
 	d := gputest.NewDriver()
-	cfg := config(producer.NewSynthetic(20, 2), 4, 2, 2)
-	slab := cfg.BatchBytes() - producer.DataStart
+	cfg := producertest.Config(source.NewSynthetic(20, 2), 4, 2, 2)
+	slab := cfg.BatchBytes() - batchfile.DataStart
 	pool, err := gpu.NewPool(d, 3*slab, slab)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +52,7 @@ func TestBatchesGoToTheGPUWhereCUDAFilesSay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := producer.NewCUDAFiles(pool)
+	files := batchfile.NewCUDAFiles(pool)
 	for name, size := range map[string]int{"same": 4, "own": 3} {
 		if err := store.Join(name); err != nil {
 			t.Fatal(err)
@@ -138,7 +140,7 @@ func checkOnGPU(d *gputest.Driver, pool *gpu.Pool, files batchfile.CUDAFiles,
 	if _, err := comp.ReadAt(raw, 0); err != nil {
 		return err
 	}
-	b, err := producer.ParseBatch(raw)
+	b, err := batchfile.ParseBatch(raw)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package producer
 import (
 	"context"
 	"sync"
+
+	"github.com/tsock/tsock/producer/source"
 )
 
 // fetcher reads samples' encoded bytes ahead of the workers, in the
@@ -11,7 +13,7 @@ import (
 // waiting on its own. The run that starts it stops it (close) and waits
 // for its goroutines.
 type fetcher struct {
-	EncodedSource
+	src   source.Source
 	slots chan struct{} // one per sample asked ahead and not yet taken
 	queue chan *fetched
 
@@ -32,16 +34,17 @@ type fetched struct {
 // fetched, for their worker.
 const fetchWindow = 4
 
-// newFetcher starts parallel fetching goroutines over src.
-func newFetcher(src EncodedSource, parallel int) *fetcher {
+// newFetcher starts parallel fetching goroutines over src; ctx ends
+// their requests.
+func newFetcher(ctx context.Context, src source.Source, parallel int) *fetcher {
 	f := &fetcher{
-		EncodedSource: src, slots: make(chan struct{}, fetchWindow*parallel), queue: make(chan *fetched),
+		src: src, slots: make(chan struct{}, fetchWindow*parallel), queue: make(chan *fetched),
 		pending: map[int][]*fetched{},
 	}
 	for range parallel {
 		f.wg.Go(func() {
 			for fe := range f.queue {
-				fe.data, fe.err = f.EncodedSource.Encoded(fe.index, new([]byte)) // its own buffer: held until taken
+				fe.data, fe.err = f.src.Encoded(ctx, fe.index, new([]byte)) // its own buffer: held until taken
 				close(fe.done)
 			}
 		})
@@ -75,12 +78,12 @@ func (f *fetcher) ahead(ctx context.Context, i int) error {
 
 // Encoded is sample i's bytes: those asked ahead (waiting for them), or
 // read now.
-func (f *fetcher) Encoded(i int, scratch *[]byte) ([]byte, error) {
+func (f *fetcher) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
 	f.mu.Lock()
 	queue := f.pending[i]
 	if len(queue) == 0 {
 		f.mu.Unlock()
-		return f.EncodedSource.Encoded(i, scratch)
+		return f.src.Encoded(ctx, i, scratch)
 	}
 	fe := queue[0]
 	if len(queue) == 1 {
@@ -92,7 +95,7 @@ func (f *fetcher) Encoded(i int, scratch *[]byte) ([]byte, error) {
 	<-fe.done
 	<-f.slots
 	if fe.data == nil && fe.err == nil {
-		return f.EncodedSource.Encoded(i, scratch)
+		return f.src.Encoded(ctx, i, scratch)
 	}
 	return fe.data, fe.err
 }

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/producer"
-	"github.com/tsock/tsock/producer/batchfile"
+	"github.com/tsock/tsock/producer/pipeline"
 	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // TestRandomJoinSchedulesGiveExactEpochs is the proof of stitching: over
@@ -41,7 +43,7 @@ type joiner struct {
 	name      string
 	after     uint64 // joins once this many samples are published
 	batchSize int
-	got       []*producer.Batch
+	got       []*batchfile.Batch
 	rebatched int // batches read as re-batched files
 	stitched  bool
 	err       error
@@ -53,8 +55,8 @@ func joinSchedule(t *testing.T, seed uint64) (stitched, rebatched, direct int) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	n := 10 + rng.IntN(40)
 	cfg := producer.Config{
-		Source: producer.NewSyntheticSized(n, 3, 6, 14), BatchSize: 2 + rng.IntN(6), ImageSize: 4,
-		Epochs: 1 + rng.IntN(3), Workers: 1 + rng.IntN(3), Seed: seed, Layout: producer.NCHW, Transform: producer.Train,
+		Source: source.NewSyntheticSized(n, 3, 6, 14), BatchSize: 2 + rng.IntN(6), ImageSize: 4,
+		Epochs: 1 + rng.IntN(3), Workers: 1 + rng.IntN(3), Seed: seed, Layout: pipeline.NCHW, Transform: pipeline.Train,
 	}
 	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*int64(4+rng.IntN(4))))
 	defer store.Close()
@@ -130,7 +132,7 @@ func (j *joiner) run(ctx context.Context, s *batchstore.Store, caller batchstore
 }
 
 // readRef reads one batch as the file system serves it.
-func readRef(s *batchstore.Store, name string, ref batchstore.Ref, caller batchstore.CallerID) (*producer.Batch, error) {
+func readRef(s *batchstore.Store, name string, ref batchstore.Ref, caller batchstore.CallerID) (*batchfile.Batch, error) {
 	var l *batchstore.Lease
 	var err error
 	var data interface {
@@ -155,7 +157,7 @@ func readRef(s *batchstore.Store, name string, ref batchstore.Ref, caller batchs
 	if n, err := data.ReadAt(buf, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
 		return nil, err
 	}
-	return producer.ParseBatch(buf)
+	return batchfile.ParseBatch(buf)
 }
 
 // TestJoinAtEpochWaitsForTheNextEpoch: with --join epoch a consumer that
@@ -163,8 +165,8 @@ func readRef(s *batchstore.Store, name string, ref batchstore.Ref, caller batchs
 // gets all its epochs.
 func TestJoinAtEpochWaitsForTheNextEpoch(t *testing.T) {
 	cfg := producer.Config{
-		Source: producer.NewSyntheticSized(20, 2, 6, 10), BatchSize: 4, ImageSize: 4, Epochs: 2,
-		Workers: 2, Seed: 1, Layout: producer.NHWC, Transform: producer.Train,
+		Source: source.NewSyntheticSized(20, 2, 6, 10), BatchSize: 4, ImageSize: 4, Epochs: 2,
+		Workers: 2, Seed: 1, Layout: pipeline.NHWC, Transform: pipeline.Train,
 	}
 	storeCfg := producer.StoreConfig(cfg, cfg.BatchBytes()*3)
 	storeCfg.JoinAtEpoch = true

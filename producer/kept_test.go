@@ -7,7 +7,9 @@ import (
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/pipeline"
 	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // TestKeptSamplesServeLaterEpochs: with --transform eval and --keep, the
@@ -15,16 +17,16 @@ import (
 // one, byte for byte what decoding them again gives; a --keep too small
 // for the set keeps what fits and makes the rest as before.
 func TestKeptSamplesServeLaterEpochs(t *testing.T) {
-	src, err := producer.ScanFolder(producertest.Folder(t, 12, 3))
+	src, err := source.ScanFolder(producertest.Folder(t, 12, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
 	eval := func(keep int64) producer.Config {
-		cfg := config(src, 4, 3, 2)
-		cfg.Transform, cfg.Keep = producer.Eval, keep
+		cfg := producertest.Config(src, 4, 3, 2)
+		cfg.Transform, cfg.Keep = pipeline.Eval, keep
 		return cfg
 	}
-	decoded := produce(t, eval(0))
+	decoded := producertest.Produce(t, eval(0))
 	sample := int64(3 * 12 * 12)
 	for _, tc := range []struct {
 		keep                   int64
@@ -40,14 +42,14 @@ func TestKeptSamplesServeLaterEpochs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		equalBatches(t, decoded, produceWith(t, p, store), "decoded and kept")
+		producertest.EqualBatches(t, decoded, producertest.ProduceWith(t, p, store), "decoded and kept")
 		store.Close()
 		st, ok := p.Kept()
 		if !ok || st.Samples != tc.samples || st.Served != tc.served || st.Refused < tc.refusedAtLeast || st.Used > tc.keep {
 			t.Errorf("--keep %d: %+v", tc.keep, st)
 		}
 	}
-	cfg := config(src, 4, 1, 1)
+	cfg := producertest.Config(src, 4, 1, 1)
 	cfg.Keep = 1 << 20
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "deterministic") {
 		t.Errorf("--keep with random crops: %v", err)

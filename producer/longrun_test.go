@@ -1,45 +1,13 @@
 package producer_test
 
 import (
-	"context"
 	"runtime"
 	"testing"
 	"time"
 
-	"github.com/tsock/tsock/batchstore"
-	"github.com/tsock/tsock/batchstore/memfile"
-	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
 )
-
-// running is a producer at work over a store of three batches, with
-// one consumer "c" joined.
-type running struct {
-	store  *batchstore.Store
-	p      *producer.Producer
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan error // Run's result
-}
-
-// startProducer runs a producer over cfg for at most timeout; the
-// test's end stops it and closes the store.
-func startProducer(t *testing.T, cfg producer.Config, timeout time.Duration) *running {
-	t.Helper()
-	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*3))
-	t.Cleanup(func() { store.Close() })
-	p, err := producer.New(cfg, store, memfile.NewMemFD())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Join("c"); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	t.Cleanup(cancel)
-	r := &running{store: store, p: p, ctx: ctx, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- p.Run(ctx) }()
-	return r
-}
 
 // liveHeap is the heap that a full collection leaves: what the process
 // keeps, not what it has yet to collect.
@@ -57,13 +25,13 @@ func liveHeap() uint64 {
 // bytes an epoch, which no collection takes back.
 func TestForeverKeepsTheHeapFlat(t *testing.T) {
 	const warm, measured = 1000, 4000
-	cfg := config(producer.NewSynthetic(1, 1), 1, 0, 1)
+	cfg := producertest.Config(source.NewSynthetic(1, 1), 1, 0, 1)
 	cfg.ImageSize = 4
-	r := startProducer(t, cfg, 3*time.Minute)
-	store, ctx := r.store, r.ctx
+	r := producertest.StartProducer(t, cfg, 3*time.Minute)
+	store, ctx := r.Store, r.Ctx
 	defer func() {
-		r.cancel()
-		if err := <-r.done; err != nil {
+		r.Cancel()
+		if err := <-r.Done; err != nil {
 			t.Errorf("producer: %v", err)
 		}
 	}()

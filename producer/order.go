@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/producer/pipeline"
 )
 
 // plan fixes epoch e's order in the store, atomically with joins, and
@@ -33,7 +34,7 @@ func (p *Producer) orderWithSplits(e int, prev []int, splits map[int]int, wanted
 		}
 	}
 	var shuffle func(int, []int)
-	if p.cfg.Transform == Train {
+	if p.cfg.Transform == pipeline.Train {
 		shuffle = func(k int, seg []int) {
 			rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(e)<<24^uint64(k)^0x5368756666))
 			rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })

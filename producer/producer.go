@@ -9,20 +9,23 @@ import (
 	"sync"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/gpu"
+	"github.com/tsock/tsock/producer/pipeline"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // Config is what the producer makes.
 type Config struct {
-	Source    Source
+	Source    source.Source
 	BatchSize int
 	ImageSize int
 	Epochs    int // 0: forever
 	Workers   int // 0: one per core
 	Seed      uint64
-	Layout    Layout
-	Transform Transform
+	Layout    pipeline.Layout
+	Transform pipeline.Transform
 	Decoder   string // auto, turbo or go
 	// Keep, with a deterministic transform (Eval), is how many bytes of
 	// made samples to keep after their first making, so that later
@@ -55,15 +58,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("workers %d: must be 0 (all cores) or more", c.Workers)
 	case c.Keep < 0:
 		return fmt.Errorf("keep %d: must be 0 (none) or more", c.Keep)
-	case c.Keep > 0 && c.Transform != Eval:
+	case c.Keep > 0 && c.Transform != pipeline.Eval:
 		return fmt.Errorf("keep: only a deterministic transform (eval) makes the same bytes every epoch; %s draws new crops", c.Transform)
 	case c.Fetch < 0 || c.Fetch > MaxFetch:
 		return fmt.Errorf("fetch %d: must be 0 (none ahead) to %d", c.Fetch, MaxFetch)
 	}
-	if _, err := ParseLayout(string(c.Layout)); err != nil {
+	if _, err := pipeline.ParseLayout(string(c.Layout)); err != nil {
 		return err
 	}
-	if _, err := ParseTransform(string(c.Transform)); err != nil {
+	if _, err := pipeline.ParseTransform(string(c.Transform)); err != nil {
 		return err
 	}
 	return nil
@@ -71,7 +74,12 @@ func (c *Config) Validate() error {
 
 // BatchBytes is the size of a full batch file.
 func (c *Config) BatchBytes() int64 {
-	return int64(newBatchLayout(c.BatchSize, c.ImageSize).size)
+	return int64(batchfile.NewLayout(c.BatchSize, c.ImageSize).Size)
+}
+
+// pipeline is how the workers make samples.
+func (c *Config) pipeline() pipeline.Config {
+	return pipeline.Config{ImageSize: c.ImageSize, Layout: c.Layout, Transform: c.Transform, Seed: c.Seed}
 }
 
 // MaxFetch bounds Config.Fetch.
@@ -101,7 +109,7 @@ func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator) (*Produc
 		return nil, fmt.Errorf("buffer of %d bytes is smaller than one batch (%d bytes for %d images of %dx%d): raise --buffer or lower --batch-size",
 			store.Limit(), cfg.BatchBytes(), cfg.BatchSize, cfg.ImageSize, cfg.ImageSize)
 	}
-	useTurbo, describe, err := pickDecoder(cfg.Decoder)
+	useTurbo, describe, err := pipeline.PickDecoder(cfg.Decoder)
 	if err != nil {
 		return nil, err
 	}
@@ -143,8 +151,8 @@ func (p *Producer) Run(ctx context.Context) error {
 	for range cap(pool) {
 		pool <- make([]byte, sampleBytes)
 	}
-	if enc, ok := p.cfg.Source.(EncodedSource); ok && p.cfg.Fetch > 0 {
-		p.fetch = newFetcher(enc, p.cfg.Fetch)
+	if p.cfg.Fetch > 0 {
+		p.fetch = newFetcher(ctx, p.cfg.Source, p.cfg.Fetch)
 		defer func() { p.fetch.close(); p.fetch = nil }()
 	}
 	tasks := make(chan *task)
@@ -241,22 +249,11 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 	}
 }
 
-// Rescanner is a source that can list itself again (a local folder).
-type Rescanner interface {
-	Rescan() (added int, err error)
-}
-
-// RescannerOf is src's Rescanner, under a cache if any; nil if it has none.
-func RescannerOf(src Source) Rescanner {
-	r, _ := Underlying(src).(Rescanner)
-	return r
-}
-
 // rescan lists the source again before epoch is planned, so that the
 // epoch holds what was added. A failed listing keeps the samples known.
 func (p *Producer) rescan(epoch int) {
-	r := RescannerOf(p.cfg.Source)
-	if r == nil {
+	r, ok := source.As[source.Rescanner](p.cfg.Source)
+	if !ok {
 		return
 	}
 	added, err := r.Rescan()
@@ -276,7 +273,7 @@ func (p *Producer) work(ctx context.Context, tasks <-chan *task, results chan<- 
 	w := p.newWorker()
 	defer w.close()
 	for t := range tasks {
-		t.err = w.make(t)
+		t.err = w.make(ctx, t)
 		p.stats.verdict(t.index, p.cfg.Source.Name(t.index), t.err)
 		select {
 		case results <- t:

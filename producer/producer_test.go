@@ -9,34 +9,19 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/pipeline"
 	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
 )
 
-// produce runs a producer over cfg and reads every batch as one consumer.
-func produce(t *testing.T, cfg producer.Config) []*producer.Batch {
-	t.Helper()
-	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*3))
-	defer store.Close()
-	p, err := producer.New(cfg, store, memfile.NewMemFD())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return produceWith(t, p, store)
-}
-
-func config(src producer.Source, batch, epochs, workers int) producer.Config {
-	return producer.Config{Source: src, BatchSize: batch, ImageSize: 12, Epochs: epochs,
-		Workers: workers, Seed: 5, Layout: producer.NCHW, Transform: producer.Train}
-}
-
 func TestEpochsAreExact(t *testing.T) {
-	src := producer.NewSynthetic(37, 4)
-	got := produce(t, config(src, 8, 3, 3))
+	src := source.NewSynthetic(37, 4)
+	got := producertest.Produce(t, producertest.Config(src, 8, 3, 3))
 	want := producertest.Stream{Good: producertest.All(37), Label: src.Label, BatchSize: 8, Epochs: 3}
 	if err := want.Check(got); err != nil {
 		t.Fatal(err)
@@ -47,15 +32,15 @@ func TestEpochsAreExact(t *testing.T) {
 }
 
 func TestSameBytesWhateverTheWorkers(t *testing.T) {
-	src := producer.NewSynthetic(20, 3)
-	equalBatches(t, produce(t, config(src, 6, 2, 1)), produce(t, config(src, 6, 2, 4)), "1 and 4 workers")
+	src := source.NewSynthetic(20, 3)
+	producertest.EqualBatches(t, producertest.Produce(t, producertest.Config(src, 6, 2, 1)), producertest.Produce(t, producertest.Config(src, 6, 2, 4)), "1 and 4 workers")
 }
 
 func TestEvalIsInOrder(t *testing.T) {
-	src := producer.NewSynthetic(10, 2)
-	cfg := config(src, 4, 1, 2)
-	cfg.Transform = producer.Eval
-	got := produce(t, cfg)
+	src := source.NewSynthetic(10, 2)
+	cfg := producertest.Config(src, 4, 1, 2)
+	cfg.Transform = pipeline.Eval
+	got := producertest.Produce(t, cfg)
 	var idx []int64
 	for _, b := range got {
 		idx = append(idx, b.Indices...)
@@ -67,7 +52,7 @@ func TestEvalIsInOrder(t *testing.T) {
 
 func TestFolderLabelsFollowImageFolderOrder(t *testing.T) {
 	dir := producertest.Folder(t, 12, 3)
-	src, err := producer.ScanFolder(dir)
+	src, err := source.ScanFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +71,7 @@ func TestFolderLabelsFollowImageFolderOrder(t *testing.T) {
 }
 
 func TestBadInputsAreSkippedAndCounted(t *testing.T) {
-	for _, dec := range []string{producer.DecoderTurbo, producer.DecoderGo} {
+	for _, dec := range []string{pipeline.DecoderTurbo, pipeline.DecoderGo} {
 		t.Run(dec, func(t *testing.T) { badInputs(t, dec) })
 	}
 }
@@ -94,18 +79,18 @@ func TestBadInputsAreSkippedAndCounted(t *testing.T) {
 func badInputs(t *testing.T, decoder string) {
 	dir := producertest.Folder(t, 12, 3)
 	bad, tiny := producertest.BadFiles(t, dir, "class001")
-	src, err := producer.ScanFolder(dir)
+	src, err := source.ScanFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := config(src, 5, 2, 2)
+	cfg := producertest.Config(src, 5, 2, 2)
 	cfg.Decoder = decoder
 	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*4))
 	p, err := producer.New(cfg, store, memfile.NewMemFD())
 	if err != nil {
 		t.Fatalf("decoder %s: %v", decoder, err)
 	}
-	got := produceWith(t, p, store)
+	got := producertest.ProduceWith(t, p, store)
 	good := producertest.Without(src, bad)
 	want := producertest.Stream{Good: good, Label: src.Label, BatchSize: 5, Epochs: 2}
 	if err := want.Check(got); err != nil {
@@ -125,61 +110,7 @@ func badInputs(t *testing.T, decoder string) {
 	}
 }
 
-// produceWith runs p and reads every batch through the store's API.
-func produceWith(t *testing.T, p *producer.Producer, store *batchstore.Store) []*producer.Batch {
-	t.Helper()
-	if err := store.Join("c"); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	var out []*producer.Batch
-	// A producer stalled on a file (a FIFO) fails the test instead of
-	// hanging it.
-	stalled, stop := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer stop()
-	drain(t, stalled, store, func(ref batchstore.Ref, l *batchstore.Lease) {
-		data := make([]byte, ref.Size)
-		if _, err := l.Blob().ReadAt(data, 0); err != nil {
-			t.Fatal(err)
-		}
-		b, err := producer.ParseBatch(data)
-		if err != nil {
-			t.Fatalf("batch %d: %v", ref.Local, err)
-		}
-		out = append(out, b)
-	})
-	cancel() // it idles once nobody needs more
-	if err := <-done; err != nil {
-		t.Fatalf("producer: %v", err)
-	}
-	return out
-}
-
-// drain reads consumer "c"'s batches in order until the end, calling
-// each with every one while it is open.
-func drain(tb testing.TB, ctx context.Context, store *batchstore.Store, each func(batchstore.Ref, *batchstore.Lease)) {
-	tb.Helper()
-	for i := uint64(0); ; i++ {
-		ref, err := store.Lookup(ctx, "c", i, 1)
-		if errors.Is(err, batchstore.ErrNotFound) {
-			return
-		}
-		if err != nil {
-			tb.Fatalf("lookup %d: %v", i, err)
-		}
-		l, err := store.Open(ref.Seq, 1)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		each(ref, l)
-		l.Release()
-	}
-}
-
-func names(src producer.Source, idx []int) []string {
+func names(src source.Source, idx []int) []string {
 	var out []string
 	for _, i := range idx {
 		out = append(out, src.Name(i))
@@ -191,11 +122,11 @@ func TestAllInputsBadStopsWithAnError(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "a"), 0o755)
 	os.WriteFile(filepath.Join(dir, "a", "x.jpg"), []byte("junk"), 0o644)
-	src, err := producer.ScanFolder(dir)
+	src, err := source.ScanFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := config(src, 2, 3, 1)
+	cfg := producertest.Config(src, 2, 3, 1)
 	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*2))
 	p, _ := producer.New(cfg, store, memfile.NewMemFD())
 	err = p.Run(context.Background())
@@ -220,7 +151,7 @@ func TestScanErrors(t *testing.T) {
 		{"synthetic:0", "positive"},
 		{"synthetic:x", "positive"},
 	} {
-		_, err := producer.Open(tc.spec)
+		_, err := source.Open(tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("source %q: got %v, want an error with %q", tc.spec, err, tc.want)
 		}
@@ -228,7 +159,7 @@ func TestScanErrors(t *testing.T) {
 }
 
 func TestBufferSmallerThanABatch(t *testing.T) {
-	cfg := config(producer.NewSynthetic(4, 2), 4, 1, 1)
+	cfg := producertest.Config(source.NewSynthetic(4, 2), 4, 1, 1)
 	_, err := producer.New(cfg, batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()-1)), memfile.NewMemFD())
 	if err == nil || !strings.Contains(err.Error(), "smaller than one batch") {
 		t.Fatalf("got %v", err)
@@ -237,15 +168,15 @@ func TestBufferSmallerThanABatch(t *testing.T) {
 
 func TestDecodersAgreeOnContent(t *testing.T) {
 	dir := producertest.Folder(t, 6, 2)
-	src, err := producer.ScanFolder(dir)
+	src, err := source.ScanFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got [2][]*producer.Batch
-	for i, dec := range []string{producer.DecoderTurbo, producer.DecoderGo} {
-		cfg := config(src, 6, 1, 1)
-		cfg.Transform, cfg.Decoder, cfg.ImageSize = producer.Eval, dec, 24
-		got[i] = produce(t, cfg)
+	var got [2][]*batchfile.Batch
+	for i, dec := range []string{pipeline.DecoderTurbo, pipeline.DecoderGo} {
+		cfg := producertest.Config(src, 6, 1, 1)
+		cfg.Transform, cfg.Decoder, cfg.ImageSize = pipeline.Eval, dec, 24
+		got[i] = producertest.Produce(t, cfg)
 	}
 	// DCT-domain scaling and the decoders' rounding move single pixels of
 	// these noisy pictures (by ~10, the noise's size), never the picture:
@@ -269,7 +200,7 @@ func TestDecodersAgreeOnContent(t *testing.T) {
 }
 
 func TestUnknownDecoderIsRefused(t *testing.T) {
-	cfg := config(producer.NewSynthetic(4, 2), 2, 1, 1)
+	cfg := producertest.Config(source.NewSynthetic(4, 2), 2, 1, 1)
 	cfg.Decoder = "magic"
 	if _, err := producer.New(cfg, batchstore.New(producer.StoreConfig(cfg, 1<<20)), memfile.NewMemFD()); err == nil {
 		t.Fatal("decoder magic accepted")

@@ -1,19 +1,23 @@
 package producer
 
 import (
+	"context"
 	"os"
 	"testing"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/producer/pipeline"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // testWorker is one worker of a producer over src, making samples of
 // size×size; closed at the end of the test.
-func testWorker(tb testing.TB, src Source, size int, decoder string) *worker {
+func testWorker(tb testing.TB, src source.Source, size int, decoder string) *worker {
 	tb.Helper()
 	cfg := Config{Source: src, BatchSize: 1, ImageSize: size, Epochs: 1, Workers: 1,
-		Layout: NCHW, Transform: Train, Decoder: decoder}
+		Layout: pipeline.NCHW, Transform: pipeline.Train, Decoder: decoder}
 	p, err := New(cfg, batchstore.New(StoreConfig(cfg, 1<<30)), memfile.NewMemFD())
 	if err != nil {
 		tb.Skipf("SKIPPED: %v", err)
@@ -31,11 +35,11 @@ func benchWorker(b *testing.B, decoder string) (*worker, []*task) {
 	dir := os.Getenv("TSOCK_BENCH_DIR")
 	if dir == "" {
 		dir = b.TempDir()
-		if err := WriteFolder(dir, GenOptions{Images: 32, Classes: 4, MinSide: 375, MaxSide: 500, Quality: 90}); err != nil {
+		if err := source.WriteFolder(dir, source.GenOptions{Images: 32, Classes: 4, MinSide: 375, MaxSide: 500, Quality: 90}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	src, err := ScanFolder(dir)
+	src, err := source.ScanFolder(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,12 +64,12 @@ func benchWorker(b *testing.B, decoder string) (*worker, []*task) {
 // BenchmarkSample is one core's work per image: read, decode, crop,
 // resize to 224, flip, into the sample buffer.
 func BenchmarkSample(b *testing.B) {
-	for _, dec := range []string{DecoderTurbo, DecoderGo} {
+	for _, dec := range []string{pipeline.DecoderTurbo, pipeline.DecoderGo} {
 		b.Run(dec, func(b *testing.B) {
 			w, tasks := benchWorker(b, dec)
 			i := 0
 			for b.Loop() {
-				if err := w.make(tasks[i%len(tasks)]); err != nil {
+				if err := w.make(context.Background(), tasks[i%len(tasks)]); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -75,16 +79,10 @@ func BenchmarkSample(b *testing.B) {
 	}
 }
 
-// BenchmarkResize is the crop-resize-flip-layout pass alone.
-func BenchmarkResize(b *testing.B) {
-	src := &RGB{}
-	src.reset(500, 375)
-	for i := range src.Pix {
-		src.Pix[i] = byte(i)
-	}
-	rs := newResampler(224, NCHW)
-	dst := make([]byte, 3*224*224)
-	for b.Loop() {
-		rs.resize(src, Crop{X: 50, Y: 20, W: 300, H: 280, Flip: true}, dst)
+// The pipeline's channels-last layout is the one the batch format shapes
+// as [B,S,S,3].
+func TestLayoutNamesAgree(t *testing.T) {
+	if string(pipeline.NHWC) != batchfile.ChannelsLast {
+		t.Fatalf("pipeline.NHWC is %q, batchfile.ChannelsLast %q", pipeline.NHWC, batchfile.ChannelsLast)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tsock/tsock/producer/remote"
+	"github.com/tsock/tsock/producer/source/remote"
 )
 
 // Stats counts what the producer did; safe for concurrent use.
@@ -108,6 +108,7 @@ func (s *Stats) verdict(index int, name string, err error) {
 	case err == nil:
 		s.decoded++
 	case errors.Is(err, remote.ErrUnavailable): // not the sample's fault: the pipeline stops on it
+	case errors.Is(err, context.Canceled): // the run is stopping: its reads were cut short
 	case !seen:
 		reason := fmt.Sprintf("%s: %v", name, err)
 		s.bad[index] = reason

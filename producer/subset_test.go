@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // subsetOf is the subset of n samples for which has says yes.
@@ -51,7 +53,7 @@ func ownEpochs(t *testing.T, ctx context.Context, store *batchstore.Store, name 
 			if _, err := p.Blob.ReadAt(data, 0); err != nil {
 				t.Error(err)
 			}
-			b, err := producer.ParseBatch(data)
+			b, err := batchfile.ParseBatch(data)
 			if err != nil {
 				t.Errorf("%s: batch %d: %v", name, j, err)
 				return nil
@@ -178,7 +180,7 @@ func (r *rig) wait() map[string][][]int {
 // from a later epoch of its, never inside one.
 func TestSubsetsGiveExactEpochsOfTheirOwn(t *testing.T) {
 	const n, epochs = 60, 3
-	r := newRig(t, config(producer.NewSynthetic(n, 4), 8, epochs, 2), 10)
+	r := newRig(t, producertest.Config(source.NewSynthetic(n, 4), 8, epochs, 2), 10)
 	fold := subsetOf(t, "fold 3/5", n, func(i int) bool { return i%5 != 2 })
 	holdout := subsetOf(t, "holdout 3/5", n, func(i int) bool { return i%5 == 2 })
 	low := subsetOf(t, "low", n, func(i int) bool { return i < 25 })
@@ -228,7 +230,7 @@ func TestSubsetsGiveExactEpochsOfTheirOwn(t *testing.T) {
 // to samples no epoch held before still gets exact epochs.
 func TestSubsetsAloneMakeOnlyWhatTheyWant(t *testing.T) {
 	const n, epochs = 80, 3
-	r := newRig(t, config(producer.NewSynthetic(n, 4), 8, epochs, 2), 12)
+	r := newRig(t, producertest.Config(source.NewSynthetic(n, 4), 8, epochs, 2), 12)
 	low := subsetOf(t, "low", n, func(i int) bool { return i < 20 })
 	mid := subsetOf(t, "mid", n, func(i int) bool { return i >= 10 && i < 30 })
 	far := subsetOf(t, "far", n, func(i int) bool { return i >= 60 })
@@ -280,7 +282,7 @@ func TestSubsetsAloneMakeOnlyWhatTheyWant(t *testing.T) {
 // that favours a piece) fails it.
 func TestSubsetOrdersAreUniform(t *testing.T) {
 	const n, epochs, size = 40, 200, 16
-	cfg := config(producer.NewSynthetic(n, 4), 4, epochs, 1)
+	cfg := producertest.Config(source.NewSynthetic(n, 4), 4, epochs, 1)
 	cfg.ImageSize = 2
 	r := newRig(t, cfg, 40)
 	sub := subsetOf(t, "sixteen", n, func(i int) bool { return i%5 == 1 || i%5 == 3 })

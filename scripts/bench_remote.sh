@@ -24,12 +24,12 @@ source scripts/lib.sh
 images=${1:-2000}
 runs=${2:-3}
 scripts/realphotos.sh "$work/photos" "$images" >/dev/null
-go test -c -o "$work/producer.test" ./producer
+go test -c -o "$work/source.test" ./producer/source
 for run in $(seq "$runs"); do
 	echo "== remote, run $run of $runs"
-	(cd producer && TSOCK_BENCH_DIR="$work/photos" "$work/producer.test" -test.run '^$' \
+	(cd producer/source && TSOCK_BENCH_DIR="$work/photos" "$work/source.test" -test.run '^$' \
 		-test.bench '^BenchmarkRemoteEpochs$' -test.benchtime 1x) | grep '^remote-epochs' >>"$work/results.txt"
-	(cd producer && "$work/producer.test" -test.run '^$' -test.bench '^BenchmarkRemoteOpen$' -test.benchtime 1x) |
+	(cd producer/source && "$work/source.test" -test.run '^$' -test.bench '^BenchmarkRemoteOpen$' -test.benchtime 1x) |
 		grep '^remote-open' >>"$work/results.txt"
 done
 "$py" - "$work/results.txt" "$images" "$(nproc)" >&3 <<'PY'

@@ -51,7 +51,7 @@ rm -rf "$src"
 
 # A real S3 server for the object-store tests (versitygw, POSIX backend),
 # built once from the Go module proxy (about 2 minutes): tests start it on
-# loopback (producer/remote/s3test).
+# loopback (producer/source/remote/s3test).
 if [[ "${TSOCK_SETUP_S3:-0}" == 1 ]] && [[ ! -x /var/cache/tsock/gobin/versitygw ]]; then
 	echo "setup: building versitygw (the tests' S3 server)" >&2
 	mkdir -p /var/cache/tsock/gobin

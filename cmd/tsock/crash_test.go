@@ -14,9 +14,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/fs"
-	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // TestKilledConsumerIsEvicted: a consumer killed with SIGKILL while it
@@ -24,11 +25,11 @@ import (
 // finish with exact epochs, and the dead one's directory says evicted.
 func TestKilledConsumerIsEvicted(t *testing.T) {
 	src := producertest.Folder(t, 40, 4)
-	folder, err := producer.ScanFolder(src)
+	folder, err := source.ScanFolder(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	buffer := fmt.Sprint(3 * (producer.DataStart + 8*(16+3*32*32)))
+	buffer := fmt.Sprint(3 * (batchfile.DataStart + 8*(16+3*32*32)))
 	d := startDaemon(t, "--source", src, "--batch-size", "8", "--image-size", "32", "--epochs", "2",
 		"--buffer", buffer, "--consumer-timeout", "1s")
 	victimDir := filepath.Join(d.dir, "consumers", "victim")
@@ -136,7 +137,7 @@ func TestKilledDaemonLeavesNoBatchMount(t *testing.T) {
 // daemon gets SIGTERM fail with an error, never the ENOENT that says a
 // consumer's stream is complete; the Python client raises.
 func TestShutdownIsNeverTheEndOfData(t *testing.T) {
-	one := producer.DataStart + 4*(16+3*32*32)
+	one := batchfile.DataStart + 4*(16+3*32*32)
 	d := startDaemon(t, "--source", "synthetic:100", "--batch-size", "4", "--image-size", "32", "--epochs", "1",
 		"--buffer", fmt.Sprint(one+one/2))
 	for _, name := range []string{"holder", "go"} {
@@ -240,7 +241,7 @@ print(tsock.status.read(sys.argv[1])["state"])`, d.dir).CombinedOutput()
 // and its rmdir hung in uninterruptible sleep. After --consumer-timeout
 // the open fails with EDEADLK, and rmdir goes through.
 func TestAnOpenFarAheadFailsInsteadOfHanging(t *testing.T) {
-	batch := producer.DataStart + 8*(16+3*16*16)
+	batch := batchfile.DataStart + 8*(16+3*16*16)
 	d := startDaemon(t, "--source", "synthetic:400", "--batch-size", "8", "--image-size", "16",
 		"--buffer", fmt.Sprint(3*batch), "--consumer-timeout", "1s")
 	dir := filepath.Join(d.dir, "consumers", "greedy")
@@ -330,7 +331,7 @@ func metric(t *testing.T, d *daemon, series string) int64 {
 // for it, the reader's next open fails with EDEADLK instead of hanging,
 // status shows it, and reading resumes once the mappings go.
 func TestMappingsAfterCloseCountAgainstTheBuffer(t *testing.T) {
-	batch := producer.DataStart + 8*(16+3*32*32)
+	batch := batchfile.DataStart + 8*(16+3*32*32)
 	limit := 4 * int64(batch)
 	d := startDaemon(t, "--source", "synthetic:400", "--batch-size", "8", "--image-size", "32",
 		"--buffer", fmt.Sprint(limit), "--consumer-timeout", "1s", "--storage", "tmpfs")

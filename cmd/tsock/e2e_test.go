@@ -16,10 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/fs/fusetest"
-	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // TestMain doubles as a consumer process: with TSOCK_TEST_CONSUMER=DIR
@@ -246,9 +247,9 @@ func startReader(t *testing.T, d *daemon, name string) (*exec.Cmd, string) {
 }
 
 // readCopies parses the batches a consumer process copied out.
-func readCopies(t *testing.T, dir string) ([]*producer.Batch, [][]byte) {
+func readCopies(t *testing.T, dir string) ([]*batchfile.Batch, [][]byte) {
 	t.Helper()
-	var batches []*producer.Batch
+	var batches []*batchfile.Batch
 	var raw [][]byte
 	for i := uint64(0); ; i++ {
 		b, err := os.ReadFile(filepath.Join(dir, fs.BatchName(i)))
@@ -258,7 +259,7 @@ func readCopies(t *testing.T, dir string) ([]*producer.Batch, [][]byte) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pb, err := producer.ParseBatch(b)
+		pb, err := batchfile.ParseBatch(b)
 		if err != nil {
 			t.Fatalf("batch %d: %v", i, err)
 		}
@@ -287,13 +288,13 @@ func TestEndToEndThreeConsumersTwoEpochs(t *testing.T) {
 func endToEnd(t *testing.T, dataPath, wantStatus []string) {
 	src := producertest.Folder(t, 45, 4)
 	bad, _ := producertest.BadFiles(t, src, "class002")
-	folder, err := producer.ScanFolder(src)
+	folder, err := source.ScanFolder(src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const batch = 8
 	// A buffer of three batches: the producer must wait for the readers.
-	buffer := fmt.Sprint(3 * (producer.DataStart + batch*(16+3*32*32)))
+	buffer := fmt.Sprint(3 * (batchfile.DataStart + batch*(16+3*32*32)))
 	d := startDaemon(t, append([]string{"--source", src, "--batch-size", "8", "--image-size", "32",
 		"--epochs", "2", "--buffer", buffer, "--workers", "2"}, dataPath...)...)
 	var cmds []*exec.Cmd

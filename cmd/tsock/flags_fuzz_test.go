@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tsock/tsock/batchstore"
-	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // mountFlags are the flags FuzzMountFlags gives values to.
@@ -63,7 +63,7 @@ func FuzzMountFlags(f *testing.F) {
 			t.Fatalf("--%s=%q: buffer %q accepted (%d, %v)", name, value, c.buffer, size, err)
 		}
 		if strings.HasPrefix(value, "synthetic:") { // a folder would be scanned: only the synthetic parser here
-			producer.Open(value) // a bad source is refused at Run; it must not panic either
+			source.Open(value) // a bad source is refused at Run; it must not panic either
 		}
 	})
 }

@@ -6,8 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/pflag"
-
-	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // gendataCommand writes a JPEG dataset, for demos, tests and benchmarks.
@@ -15,7 +14,7 @@ type gendataCommand struct {
 	stdout io.Writer
 	flags  *pflag.FlagSet
 	dir    string
-	opts   producer.GenOptions
+	opts   source.GenOptions
 }
 
 func (c *gendataCommand) Usage() string {
@@ -49,7 +48,7 @@ func (c *gendataCommand) Parse(args []string) error {
 }
 
 func (c *gendataCommand) Run(ctx context.Context) error {
-	if err := producer.WriteFolder(c.dir, c.opts); err != nil {
+	if err := source.WriteFolder(c.dir, c.opts); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "wrote %d images in %d classes to %s\n", c.opts.Images, c.opts.Classes, c.dir)

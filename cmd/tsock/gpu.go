@@ -9,8 +9,8 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/gpu"
-	"github.com/tsock/tsock/producer"
 )
 
 // gpuMode is the mount's GPU side (--device): the driver, the slabs every
@@ -43,7 +43,7 @@ func (c *mountCommand) setUpGPU(hostBuffer int64) error {
 	if c.gpuBuffer != "" {
 		size, _ = parseSize("gpu-buffer", c.gpuBuffer)
 	}
-	slab := c.cfg.BatchBytes() - producer.DataStart
+	slab := c.cfg.BatchBytes() - batchfile.DataStart
 	if c.ingestMode { // batch sizes are the producer's business
 		slab = size / 8
 		if c.gpuSlab != "" {

@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/gpu"
 	"github.com/tsock/tsock/gpu/gputest"
-	"github.com/tsock/tsock/producer"
 )
 
 // cudaFile is a .cuda control file.
@@ -74,7 +74,7 @@ func readCUDA(t *testing.T, path string) cudaFile {
 // fake libcuda.so.
 func TestGPUModeWithAFakeLibCUDA(t *testing.T) {
 	t.Setenv("TSOCK_LIBCUDA", gputest.LibCUDA(t))
-	batch := producer.DataStart + 8*(16+3*16*16)
+	batch := batchfile.DataStart + 8*(16+3*16*16)
 	d := startDaemon(t, "--source", "synthetic:40", "--batch-size", "8", "--image-size", "16",
 		"--buffer", "1MiB", "--gpu-buffer", "4MiB", "--device", "cuda:0")
 	slabs, err := os.ReadFile(filepath.Join(d.dir, "gpu", "slabs"))
@@ -82,7 +82,7 @@ func TestGPUModeWithAFakeLibCUDA(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(slabs)), "\n")
-	slabSize := batch - producer.DataStart
+	slabSize := batch - batchfile.DataStart
 	stride := (slabSize + 4095) / 4096 * 4096 // slabs stay page-aligned
 	if len(lines) != (4<<20)/slabSize {
 		t.Fatalf("%d slabs listed, want %d:\n%s", len(lines), (4<<20)/slabSize, slabs)
@@ -184,7 +184,7 @@ func TestCUDAFilesPointAtTheBatchBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := producer.ParseBatch(raw)
+			b, err := batchfile.ParseBatch(raw)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/tsock/tsock/fs"
-	"github.com/tsock/tsock/producer/batchfile"
+	"github.com/tsock/tsock/batchstore/batchfile"
 )
 
 // sampleBatch is a batch of the given dataset indices: x holds each

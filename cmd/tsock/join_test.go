@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // TestLateJoinersOwnSizesAndACrash: consumers in separate processes join at
@@ -31,12 +32,12 @@ func TestLateJoinersOwnSizesAndACrash(t *testing.T) {
 	t.Logf("TSOCK_TEST_SEED=%d replays this schedule", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	src := producertest.Folder(t, 37, 3)
-	folder, err := producer.ScanFolder(src)
+	folder, err := source.ScanFolder(src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const batch, epochs, buffered = 8, 2, 6
-	buffer := fmt.Sprint(buffered * (producer.DataStart + batch*(16+3*32*32)))
+	buffer := fmt.Sprint(buffered * (batchfile.DataStart + batch*(16+3*32*32)))
 	d := startDaemon(t, "--source", src, "--batch-size", fmt.Sprint(batch), "--image-size", "32",
 		"--epochs", fmt.Sprint(epochs), "--buffer", buffer, "--consumer-timeout", "1s", "--workers", "2")
 
@@ -133,7 +134,7 @@ func waitPosition(t *testing.T, d *daemon, name string, n int) {
 }
 
 // samples flattens batches to one record per sample: index and image bytes.
-func samples(batches []*producer.Batch) [][]byte {
+func samples(batches []*batchfile.Batch) [][]byte {
 	var out [][]byte
 	for _, b := range batches {
 		per := len(b.Images) / b.Samples()

@@ -17,13 +17,15 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/gpu"
 	"github.com/tsock/tsock/producer"
-	"github.com/tsock/tsock/producer/batchfile"
 	"github.com/tsock/tsock/producer/ingest"
-	"github.com/tsock/tsock/producer/remote"
+	"github.com/tsock/tsock/producer/pipeline"
+	"github.com/tsock/tsock/producer/source"
+	"github.com/tsock/tsock/producer/source/remote"
 )
 
 // mountCommand is "tsock mount": it serves until a signal or umount.
@@ -62,7 +64,7 @@ type mountCommand struct {
 	alloc    *memfile.Allocator
 	producer *producer.Producer // nil with --ingest
 	ingest   *ingest.Ingest     // nil without --ingest
-	cache    *producer.Cache    // nil without --cache
+	cache    *source.Cache      // nil without --cache
 	gpu      *gpuMode           // nil without --device
 	mounted  *fs.Mounted
 	rate     *rateMeter
@@ -123,7 +125,7 @@ func (c *mountCommand) Parse(args []string) error {
 	if err := c.checkMode(f); err != nil {
 		return err
 	}
-	c.cfg.Layout, c.cfg.Transform = producer.Layout(layout), producer.Transform(transform)
+	c.cfg.Layout, c.cfg.Transform = pipeline.Layout(layout), pipeline.Transform(transform)
 	c.eviction.Straggler = batchstore.Straggler(straggler)
 	c.join = join
 	if err := c.validate(); err != nil {
@@ -154,7 +156,7 @@ func (c *mountCommand) checkMode(f *pflag.FlagSet) error {
 				return usagef("--%s is for --ingest", name)
 			}
 		}
-		if c.cfg.Rescan && (producer.IsS3Spec(c.source) || producer.IsShardSpec(c.source) || strings.HasPrefix(c.source, "synthetic:")) {
+		if c.cfg.Rescan && (source.IsS3Spec(c.source) || source.IsShardSpec(c.source) || strings.HasPrefix(c.source, "synthetic:")) {
 			return usagef("--rescan: only a local folder can be listed again, not %s", c.source)
 		}
 		return nil
@@ -200,7 +202,7 @@ func (c *mountCommand) validate() error {
 		return fmt.Errorf("--storage %q: want auto, tmpfs or memfd", c.storage)
 	case c.passthrough != "auto" && c.passthrough != "off":
 		return fmt.Errorf("--passthrough %q: want auto or off", c.passthrough)
-	case c.cfg.Decoder != producer.DecoderAuto && c.cfg.Decoder != producer.DecoderTurbo && c.cfg.Decoder != producer.DecoderGo:
+	case c.cfg.Decoder != pipeline.DecoderAuto && c.cfg.Decoder != pipeline.DecoderTurbo && c.cfg.Decoder != pipeline.DecoderGo:
 		return fmt.Errorf("--decoder %q: want auto, turbo or go", c.cfg.Decoder)
 	case c.join != "any" && c.join != "epoch":
 		return fmt.Errorf("--join %q: want any or epoch", c.join)
@@ -212,10 +214,10 @@ func (c *mountCommand) validate() error {
 	if _, err := batchstore.ParseStraggler(string(c.eviction.Straggler)); err != nil {
 		return fmt.Errorf("--straggler: %w", err)
 	}
-	if _, err := producer.ParseLayout(string(c.cfg.Layout)); err != nil {
+	if _, err := pipeline.ParseLayout(string(c.cfg.Layout)); err != nil {
 		return fmt.Errorf("--layout: %w", err)
 	}
-	if _, err := producer.ParseTransform(string(c.cfg.Transform)); err != nil {
+	if _, err := pipeline.ParseTransform(string(c.cfg.Transform)); err != nil {
 		return fmt.Errorf("--transform: %w", err)
 	}
 	if _, err := parseSize("buffer", c.buffer); err != nil {
@@ -264,7 +266,7 @@ func (c *mountCommand) validate() error {
 func (c *mountCommand) parseKeep() error {
 	if c.keep == "auto" {
 		c.cfg.Keep = 0
-		if c.cfg.Transform == producer.Eval {
+		if c.cfg.Transform == pipeline.Eval {
 			c.cfg.Keep, _ = parseSize("buffer", c.buffer)
 		}
 		return nil
@@ -273,7 +275,7 @@ func (c *mountCommand) parseKeep() error {
 	if err != nil && c.keep != "0" {
 		return err
 	}
-	if n > 0 && c.cfg.Transform != producer.Eval {
+	if n > 0 && c.cfg.Transform != pipeline.Eval {
 		return fmt.Errorf("--keep %s: only --transform eval makes the same bytes every epoch", c.keep)
 	}
 	c.cfg.Keep = n
@@ -402,16 +404,16 @@ func (c *mountCommand) setUp(ctx context.Context) error {
 	if c.ingestMode {
 		return c.setUpIngest(limit)
 	}
-	src, err := producer.OpenContext(ctx, c.source, c.s3)
+	src, err := source.OpenContext(ctx, c.source, c.s3)
 	if err != nil {
 		return err
 	}
 	if c.cacheSize != "0" {
 		size, _ := parseSize("cache", c.cacheSize)
-		if enc, ok := src.(producer.EncodedSource); ok {
+		if enc, ok := src.(source.Source); ok {
 			if c.cacheDir == "" {
-				c.cache = producer.NewCache(enc, size)
-			} else if c.cache, err = producer.NewDiskCache(enc, size, c.cacheDir); err != nil {
+				c.cache = source.NewCache(enc, size)
+			} else if c.cache, err = source.NewDiskCache(enc, size, c.cacheDir); err != nil {
 				return fmt.Errorf("--cache-dir: %w", err)
 			}
 			src = c.cache
@@ -488,7 +490,7 @@ func (c *mountCommand) mount(in fs.Ingest) error {
 	}
 	opts.ParseSubset = c.parseSubset
 	if c.gpu != nil {
-		opts.CUDA, opts.GPU = producer.NewCUDAFiles(c.gpu.pool), c.gpu.files()
+		opts.CUDA, opts.GPU = batchfile.NewCUDAFiles(c.gpu.pool), c.gpu.files()
 	}
 	// Handlers (status, ingest/status) read c.mounted: set before serving.
 	opts.Serving = func(m *fs.Mounted) { c.mounted = m }

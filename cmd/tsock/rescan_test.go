@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // TestRescanGrowsTheData: with --rescan, files added to the folder
@@ -22,11 +23,11 @@ import (
 func TestRescanGrowsTheData(t *testing.T) {
 	const n, epochs = 60, 3
 	dir := producertest.Folder(t, n, 3)
-	before, err := producer.ScanFolder(dir)
+	before, err := source.ScanFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	buffer := fmt.Sprint(2 * (producer.DataStart + 4*(16+3*8*8)))
+	buffer := fmt.Sprint(2 * (batchfile.DataStart + 4*(16+3*8*8)))
 	d := startDaemon(t, "--source", dir, "--rescan", "--cache", "16MiB", "--image-size", "8", "--batch-size", "4", "--epochs", fmt.Sprint(epochs), "--buffer", buffer)
 	if err := os.Mkdir(filepath.Join(d.dir, "consumers", "c"), 0o755); err != nil {
 		t.Fatal(err)

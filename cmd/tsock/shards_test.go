@@ -10,7 +10,7 @@ import (
 
 	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/producer/producertest"
-	"github.com/tsock/tsock/producer/remote/s3test"
+	"github.com/tsock/tsock/producer/source/remote/s3test"
 )
 
 // TestMountServesTarShards: --source with a brace pattern of WebDataset

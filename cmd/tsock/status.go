@@ -12,8 +12,8 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/tsock/tsock/batchstore"
-	"github.com/tsock/tsock/producer"
-	"github.com/tsock/tsock/producer/remote"
+	"github.com/tsock/tsock/producer/source"
+	"github.com/tsock/tsock/producer/source/remote"
 )
 
 // status renders MOUNTPOINT/status: one "key: value" per line.
@@ -90,11 +90,12 @@ func (c *mountCommand) status() ([]byte, error) {
 		for _, s := range ps.RecentSkips {
 			fmt.Fprintf(&b, "  skipped: %s\n", printable(s))
 		}
-		if st := c.remoteStore(); st != nil {
-			fmt.Fprintf(&b, "remote: %s; %s/s over the last 10 s\n", c.unwrappedSource().(remoteSource).Remote(),
+		if rs, ok := source.As[source.Remote](c.cfg.Source); ok && rs.Store() != nil {
+			st := rs.Store()
+			fmt.Fprintf(&b, "remote: %s; %s/s over the last 10 s\n", rs.Remote(),
 				humanize.IBytes(uint64(c.rate.remoteRate(st.Stats.Bytes.Load()))))
 		}
-		if sh, ok := c.unwrappedSource().(interface{ Skipped() []string }); ok && len(sh.Skipped()) > 0 {
+		if sh, ok := source.As[source.Skipper](c.cfg.Source); ok && len(sh.Skipped()) > 0 {
 			left := sh.Skipped()
 			fmt.Fprintf(&b, "left out when the shards were indexed: %d\n", len(left))
 			for _, s := range left[:min(len(left), 3)] {
@@ -191,18 +192,9 @@ func (c *mountCommand) state() ([]byte, error) {
 	return []byte(word + "\n"), nil
 }
 
-// unwrappedSource is the source under --cache; nil with --ingest.
-func (c *mountCommand) unwrappedSource() producer.Source { return producer.Underlying(c.cfg.Source) }
-
-// remoteSource is a source in an object store.
-type remoteSource interface {
-	Store() *remote.Store // nil: a local one after all
-	Remote() string       // status's line
-}
-
 // remoteStore is the object store the source reads; nil for local data.
 func (c *mountCommand) remoteStore() *remote.Store {
-	if s, ok := c.unwrappedSource().(remoteSource); ok {
+	if s, ok := source.As[source.Remote](c.cfg.Source); ok {
 		return s.Store()
 	}
 	return nil

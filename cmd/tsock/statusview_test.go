@@ -15,7 +15,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/producer/producertest"
 )
 
@@ -25,7 +25,7 @@ import (
 func statusMount(t *testing.T) (d *daemon, buffer int64) {
 	t.Helper()
 	src := producertest.Folder(t, 45, 4)
-	buffer = 3 * (producer.DataStart + 8*(16+3*32*32))
+	buffer = 3 * (batchfile.DataStart + 8*(16+3*32*32))
 	d = startDaemon(t, "--source", src, "--batch-size", "8", "--image-size", "32", "--epochs", "2",
 		"--buffer", fmt.Sprint(buffer), "--workers", "2")
 	cmd, _ := consume(t, d, "trial-1")

@@ -13,14 +13,15 @@ import (
 	"testing"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/fs"
-	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // epochsOf groups a consumer's copied batches by its own epoch, as the
 // dataset indices of each.
-func epochsOf(batches []*producer.Batch) map[int][]int {
+func epochsOf(batches []*batchfile.Batch) map[int][]int {
 	out := map[int][]int{}
 	for _, b := range batches {
 		for _, i := range b.Indices {
@@ -102,7 +103,7 @@ func TestSubsetsThroughTheMount(t *testing.T) {
 		got[name] = epochsOf(batches)
 
 	}
-	src, err := producer.ScanFolder(dir)
+	src, err := source.ScanFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func producertestAll(n int) []int { return producertest.All(n) }
 func TestSubsetsSurviveAKillAndChangeMidRun(t *testing.T) {
 	const n, epochs = 40, 3
 	dir := producertest.Folder(t, n, 4)
-	buffer := fmt.Sprint(4 * (producer.DataStart + 8*(16+3*16*16)))
+	buffer := fmt.Sprint(4 * (batchfile.DataStart + 8*(16+3*16*16)))
 	d := startDaemon(t, "--source", dir, "--image-size", "16", "--batch-size", "8", "--epochs", fmt.Sprint(epochs),
 		"--buffer", buffer, "--consumer-timeout", "1s")
 	for name, subset := range map[string]string{"victim": "holdout 1/2\n", "switch": "fold 1/2\n"} {
@@ -172,7 +173,7 @@ func TestSubsetsSurviveAKillAndChangeMidRun(t *testing.T) {
 		t.Fatalf("survivor: %v", err)
 	}
 	batches, _ := readCopies(t, out)
-	src, err := producer.ScanFolder(dir)
+	src, err := source.ScanFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,9 +213,9 @@ func TestSubsetsSurviveAKillAndChangeMidRun(t *testing.T) {
 
 // readInProcess reads consumer name's batches from this process, in
 // order, to the end, calling after with each batch number read.
-func readInProcess(t *testing.T, d *daemon, name string, after func(j uint64)) []*producer.Batch {
+func readInProcess(t *testing.T, d *daemon, name string, after func(j uint64)) []*batchfile.Batch {
 	t.Helper()
-	var got []*producer.Batch
+	var got []*batchfile.Batch
 	for j := uint64(0); ; j++ {
 		data, err := os.ReadFile(filepath.Join(d.dir, "consumers", name, fs.BatchName(j)))
 		if errors.Is(err, os.ErrNotExist) {
@@ -223,7 +224,7 @@ func readInProcess(t *testing.T, d *daemon, name string, after func(j uint64)) [
 		if err != nil {
 			t.Fatalf("%s: batch %d: %v", name, j, err)
 		}
-		b, err := producer.ParseBatch(data)
+		b, err := batchfile.ParseBatch(data)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tsock/tsock/gpu"
-	"github.com/tsock/tsock/producer/turbo"
+	"github.com/tsock/tsock/producer/pipeline/turbo"
 )
 
 // version is stamped at build time (-ldflags "-X main.version=v1.2.3");

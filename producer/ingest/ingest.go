@@ -16,7 +16,7 @@ import (
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/gpu"
-	"github.com/tsock/tsock/producer/batchfile"
+	"github.com/tsock/tsock/batchstore/batchfile"
 )
 
 // Config is what the ingest side must know.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
-	"github.com/tsock/tsock/producer/batchfile"
+	"github.com/tsock/tsock/batchstore/batchfile"
 )
 
 // orderState is ordered mode's place in the sampler.

@@ -5,7 +5,8 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // Stream is what one consumer is expected to receive.
@@ -19,8 +20,8 @@ type Stream struct {
 // Check verifies batches, in the order a consumer read them: whole epochs
 // in order, each holding every good sample exactly once with its label,
 // batches numbered from 0 within an epoch, only the last one short.
-func (s Stream) Check(batches []*producer.Batch) error {
-	byEpoch := map[int][]*producer.Batch{}
+func (s Stream) Check(batches []*batchfile.Batch) error {
+	byEpoch := map[int][]*batchfile.Batch{}
 	last := -1
 	for i, b := range batches {
 		if b.Epoch < last {
@@ -40,7 +41,7 @@ func (s Stream) Check(batches []*producer.Batch) error {
 	return nil
 }
 
-func (s Stream) checkEpoch(e int, batches []*producer.Batch) error {
+func (s Stream) checkEpoch(e int, batches []*batchfile.Batch) error {
 	if len(batches) == 0 {
 		return fmt.Errorf("no batches")
 	}
@@ -83,7 +84,7 @@ func All(n int) []int {
 }
 
 // Without is the indices of src's samples whose names are not in skip.
-func Without(src producer.Source, skip []string) []int {
+func Without(src source.Source, skip []string) []int {
 	var out []int
 	for i := 0; i < src.Len(); i++ {
 		if !slices.Contains(skip, src.Name(i)) {

@@ -12,8 +12,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tsock/tsock/producer"
-
+	"github.com/tsock/tsock/producer/source"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +20,7 @@ import (
 func Folder(t testing.TB, n, classes int) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := producer.WriteFolder(dir, producer.GenOptions{Images: n, Classes: classes, MinSide: 40, MaxSide: 90, Quality: 85}); err != nil {
+	if err := source.WriteFolder(dir, source.GenOptions{Images: n, Classes: classes, MinSide: 40, MaxSide: 90, Quality: 85}); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -109,7 +108,7 @@ func hugePNGHeader() []byte {
 // naming them all.
 func Shards(t testing.TB, dir string, perShard int) string {
 	t.Helper()
-	src, err := producer.ScanFolder(dir)
+	src, err := source.ScanFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

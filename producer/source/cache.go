@@ -1,0 +1,190 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dustin/go-humanize"
+	"golang.org/x/sys/unix"
+)
+
+// Cache keeps encoded files after their first read, up to a limit, in
+// memory or in one file on a local disk, so that later epochs read
+// nothing from the source (CoorDL's MinIO cache). Files are kept first
+// come, first kept, and never evicted: every epoch reads every file in a
+// new random order, so any eviction would only trade one miss for
+// another.
+type Cache struct {
+	Source
+	limit int64
+	mu    sync.RWMutex
+	files [][]byte // in memory, by sample index; nil: not cached
+	disk  *diskCache
+	used  int64
+	count int
+	hits  atomic.Uint64
+	// misses counts reads that went to the source; dropped, files that
+	// were not kept for a failed write to the disk cache (a full disk).
+	misses, dropped atomic.Uint64
+}
+
+// diskCache is a Cache's file: unnamed, so that it goes with the process
+// however it ends, and two mounts that share a directory never see each
+// other's.
+type diskCache struct {
+	dir   string
+	file  *os.File
+	end   int64      // bytes reserved in file
+	spans []diskSpan // by sample index; size 0: not cached
+}
+
+type diskSpan struct {
+	off  int64
+	size int32
+}
+
+// NewCache caches src's files in memory up to limit bytes.
+func NewCache(src Source, limit int64) *Cache {
+	return &Cache{Source: src, limit: limit, files: make([][]byte, src.Len())}
+}
+
+// NewDiskCache caches src's files up to limit bytes in an unnamed file
+// in dir (O_TMPFILE), for datasets larger than memory. It fails if dir
+// has less than limit free: a cache that fills the disk would fail
+// whatever else writes there. Close gives the space back.
+func NewDiskCache(src Source, limit int64, dir string) (*Cache, error) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return nil, fmt.Errorf("cache directory %s: %w", dir, err)
+	}
+	if free := int64(fs.Bavail) * fs.Bsize; free < limit {
+		return nil, fmt.Errorf("cache directory %s: %s free, the cache may take %s", dir, humanize.IBytes(uint64(free)), humanize.IBytes(uint64(limit)))
+	}
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cache directory %s: an unnamed file (O_TMPFILE): %w", dir, err)
+	}
+	return &Cache{Source: src, limit: limit, disk: &diskCache{
+		dir: dir, file: os.NewFile(uintptr(fd), dir+"/(tsock cache)"), spans: make([]diskSpan, src.Len()),
+	}}, nil
+}
+
+// Close gives back what the cache holds (the disk cache's space).
+func (c *Cache) Close() error {
+	if c.disk == nil {
+		return nil
+	}
+	return c.disk.file.Close()
+}
+
+// Encoded implements Source: from the cache when there.
+func (c *Cache) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
+	if data, ok, err := c.lookup(i, scratch); ok || err != nil {
+		if ok {
+			c.hits.Add(1)
+		}
+		return data, err
+	}
+	c.misses.Add(1)
+	data, err := c.Source.Encoded(ctx, i, scratch)
+	if err != nil || len(data) == 0 {
+		return data, err
+	}
+	c.keep(i, data)
+	return data, nil
+}
+
+// lookup is sample i's cached bytes, if kept.
+func (c *Cache) lookup(i int, scratch *[]byte) ([]byte, bool, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.disk == nil {
+		if i >= len(c.files) { // a sample a rescan added
+			return nil, false, nil
+		}
+		return c.files[i], c.files[i] != nil, nil
+	}
+	if i >= len(c.disk.spans) {
+		return nil, false, nil
+	}
+	span := c.disk.spans[i]
+	if span.size == 0 {
+		return nil, false, nil
+	}
+	if cap(*scratch) < int(span.size) {
+		*scratch = make([]byte, span.size)
+	}
+	b := (*scratch)[:span.size]
+	if _, err := c.disk.file.ReadAt(b, span.off); err != nil {
+		return nil, false, fmt.Errorf("cache file in %s: %w", c.disk.dir, err)
+	}
+	return b, true, nil
+}
+
+// keep stores data as sample i's if there is room.
+func (c *Cache) keep(i int, data []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	size := int64(len(data))
+	// A rescan adds samples after the cache was made.
+	if c.disk == nil && i >= len(c.files) {
+		c.files = append(c.files, make([][]byte, i+1-len(c.files))...)
+	}
+	if c.disk != nil && i >= len(c.disk.spans) {
+		c.disk.spans = append(c.disk.spans, make([]diskSpan, i+1-len(c.disk.spans))...)
+	}
+	if c.disk == nil {
+		if c.files[i] == nil && c.used+size <= c.limit {
+			c.files[i] = bytes.Clone(data)
+			c.used += size
+			c.count++
+		}
+		return
+	}
+	// The lock is held across the write (to the page cache, microseconds)
+	// so that no reader meets a span whose bytes are not there yet.
+	d := c.disk
+	if d.spans[i].size != 0 || d.end+size > c.limit || size > maxFileSize {
+		return
+	}
+	if _, err := d.file.WriteAt(data, d.end); err != nil {
+		c.dropped.Add(1) // a full disk: the file is read from the source again next time
+		return
+	}
+	d.spans[i] = diskSpan{off: d.end, size: int32(size)}
+	d.end += size
+	c.used += size
+	c.count++
+}
+
+// CacheStats is what the cache holds and how often it answered.
+type CacheStats struct {
+	Limit, Used  int64
+	Files        int
+	Hits, Misses uint64
+	Dropped      uint64 // files not kept for a failed write (a full disk)
+	Dir          string // where the disk cache is; "" in memory
+}
+
+// HitRate is the share of reads answered from the cache, 0 before any read.
+func (s CacheStats) HitRate() float64 {
+	if s.Hits+s.Misses == 0 {
+		return 0
+	}
+	return float64(s.Hits) / float64(s.Hits+s.Misses)
+}
+
+// Stats returns the counters.
+func (c *Cache) Stats() CacheStats {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s := CacheStats{Limit: c.limit, Used: c.used, Files: c.count, Hits: c.hits.Load(), Misses: c.misses.Load(), Dropped: c.dropped.Load()}
+	if c.disk != nil {
+		s.Dir = c.disk.dir
+	}
+	return s
+}

@@ -1,0 +1,236 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// imageExts are the extensions torchvision's ImageFolder accepts.
+var imageExts = map[string]bool{
+	".jpg": true, ".jpeg": true, ".png": true, ".ppm": true, ".bmp": true,
+	".pgm": true, ".tif": true, ".tiff": true, ".webp": true, ".gif": true,
+}
+
+// Folder is a directory in torchvision ImageFolder form: one sub-directory
+// per class, classes sorted by name get labels 0..C-1, files sorted by
+// name within a class; a sample's index is its position in that order.
+// Rescan appends what appeared since; nothing ever moves.
+type Folder struct {
+	root string
+	list atomic.Pointer[folderList] // replaced whole by Rescan: readers never lock
+	mu   sync.Mutex                 // one Rescan at a time
+}
+
+// folderList is what a scan found; never changed once published.
+type folderList struct {
+	classes []string
+	paths   []string
+	labels  []int32
+}
+
+// ScanFolder lists root. It fails when root is missing, not a directory,
+// or holds no image files in class sub-directories.
+func ScanFolder(root string) (*Folder, error) {
+	f := &Folder{root: root}
+	l, _, err := f.scan(&folderList{})
+	if err != nil {
+		return nil, err
+	}
+	if len(l.paths) == 0 {
+		return nil, fmt.Errorf("source %s: no image files (%s) in class sub-directories", root, extList())
+	}
+	f.list.Store(l)
+	return f, nil
+}
+
+// Rescan lists the folder again and appends what is new: files of known
+// classes, then new classes (labels after the known ones, in name
+// order), each in name order. Known samples keep their indices and
+// labels; a file that vanished keeps its index and fails when read
+// (skipped and counted, like a corrupt one). It returns how many
+// samples it added.
+func (f *Folder) Rescan() (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := f.list.Load()
+	l, added, err := f.scan(old)
+	if err != nil {
+		return 0, err
+	}
+	f.list.Store(l)
+	return added, nil
+}
+
+// scan lists root against what was found before (old), returning the
+// list with the new samples appended.
+func (f *Folder) scan(old *folderList) (*folderList, int, error) {
+	entries, err := os.ReadDir(f.root)
+	if err != nil {
+		return nil, 0, fmt.Errorf("source %s: %w", f.root, err)
+	}
+	known := make(map[string]struct{}, len(old.paths))
+	for _, p := range old.paths {
+		known[p] = struct{}{}
+	}
+	labels := make(map[string]int32, len(old.classes))
+	for i, c := range old.classes {
+		labels[c] = int32(i)
+	}
+	l := &folderList{classes: slices.Clip(old.classes), paths: slices.Clip(old.paths), labels: slices.Clip(old.labels)}
+	var newClasses []string
+	byClass := map[string][]string{}
+	for _, e := range entries { // ReadDir sorts by name
+		if !isDir(f.root, e) || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		files, err := listImages(filepath.Join(f.root, e.Name()))
+		if err != nil {
+			return nil, 0, fmt.Errorf("source %s: %w", f.root, err)
+		}
+		for _, p := range files {
+			if _, ok := known[p]; !ok {
+				byClass[e.Name()] = append(byClass[e.Name()], p)
+			}
+		}
+		if _, ok := labels[e.Name()]; !ok && len(byClass[e.Name()]) > 0 {
+			newClasses = append(newClasses, e.Name()) // torchvision skips empty classes too
+		}
+	}
+	added := 0
+	add := func(class string) {
+		for _, p := range byClass[class] {
+			l.paths = append(l.paths, p)
+			l.labels = append(l.labels, labels[class])
+			added++
+		}
+	}
+	for _, c := range old.classes {
+		add(c)
+	}
+	for _, c := range newClasses {
+		labels[c] = int32(len(l.classes))
+		l.classes = append(l.classes, c)
+		add(c)
+	}
+	return l, added, nil
+}
+
+// isDir follows symlinks, as ImageFolder does.
+func isDir(root string, e os.DirEntry) bool {
+	if e.IsDir() {
+		return true
+	}
+	st, err := os.Stat(filepath.Join(root, e.Name()))
+	return err == nil && st.IsDir()
+}
+
+// listImages lists dir's image files recursively, sorted by path.
+func listImages(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && imageExts[strings.ToLower(filepath.Ext(p))] {
+			files = append(files, p)
+		}
+		return nil
+	})
+	sort.Strings(files)
+	return files, err
+}
+
+func extList() string {
+	exts := make([]string, 0, len(imageExts))
+	for e := range imageExts {
+		exts = append(exts, e)
+	}
+	sort.Strings(exts)
+	return strings.Join(exts, " ")
+}
+
+// Describe implements Source.
+func (f *Folder) Describe() string { return f.root }
+
+// Len implements Source.
+func (f *Folder) Len() int { return len(f.list.Load().paths) }
+
+// Classes implements Source.
+func (f *Folder) Classes() []string { return f.list.Load().classes }
+
+// Label implements Source.
+func (f *Folder) Label(i int) int { return int(f.list.Load().labels[i]) }
+
+// Name implements Source.
+func (f *Folder) Name(i int) string { return f.list.Load().paths[i] }
+
+// Encoded implements Source.
+func (f *Folder) Encoded(_ context.Context, i int, scratch *[]byte) ([]byte, error) {
+	return readFile(f.list.Load().paths[i], scratch)
+}
+
+// maxFileSize bounds one encoded image read into memory.
+const maxFileSize = 256 << 20
+
+// readFile reads a regular file into *buf, growing it as needed. It uses
+// the system calls directly: an os.File per image would be garbage.
+func readFile(path string, buf *[]byte) ([]byte, error) {
+	// The daemon runs as root over folders anyone may have written: open
+	// nothing but regular files (a device's open can act), and nothing
+	// that can block (a FIFO's open waits for a writer forever; one that
+	// appears after the stat opens at once with O_NONBLOCK, then fails
+	// the fstat below).
+	var pre unix.Stat_t
+	if err := unix.Stat(path, &pre); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if pre.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("not a regular file (mode %#o)", pre.Mode&unix.S_IFMT)
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("not a regular file (mode %#o)", st.Mode&unix.S_IFMT)
+	}
+	if st.Size > maxFileSize {
+		return nil, fmt.Errorf("file of %d bytes is over the %d-byte limit", st.Size, maxFileSize)
+	}
+	// One byte more than the size, so that a file that grew is still read
+	// whole up to that point, and the loop meets EOF.
+	n := int(st.Size)
+	if cap(*buf) < n+1 {
+		*buf = make([]byte, n+1)
+	}
+	b := (*buf)[:n+1]
+	got := 0
+	for got < len(b) {
+		k, err := unix.Read(fd, b[got:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if k == 0 {
+			break
+		}
+		got += k
+	}
+	return b[:got], nil
+}

@@ -1,0 +1,126 @@
+package source_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/pipeline"
+	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
+	"github.com/tsock/tsock/producer/source/remote/s3test"
+)
+
+// epochRates makes epochs of src at 224 px, batches of 64, on every
+// core with a mount's GOMAXPROCS, with a buffer of three batches (the
+// producer cannot run ahead and be timed as if it were the reader's
+// speed), and returns images/s over the whole first epoch and over the
+// later ones together.
+func epochRates(b *testing.B, src source.Source, epochs, fetch int) (first, later float64) {
+	b.Helper()
+	cfg := producer.Config{Source: src, BatchSize: 64, ImageSize: 224, Epochs: epochs, Workers: runtime.NumCPU(),
+		Seed: 1, Layout: pipeline.NCHW, Transform: pipeline.Train, Fetch: fetch}
+	// As a mount runs it (tsock mount sets this).
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(producer.GoProcs(cfg.Workers)))
+	store := batchstore.New(producer.StoreConfig(cfg, cfg.BatchBytes()*3))
+	defer store.Close()
+	p, err := producer.New(cfg, store, memfile.NewMemFD())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := store.Join("c"); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- p.Run(ctx) }()
+	var firstEnd time.Time
+	producertest.Drain(b, ctx, store, func(ref batchstore.Ref, _ *batchstore.Lease) {
+		if ref.Epoch == 0 {
+			firstEnd = time.Now()
+		}
+	})
+	end := time.Now()
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	n := float64(src.Len())
+	return n / firstEnd.Sub(start).Seconds(), n * float64(epochs-1) / end.Sub(firstEnd).Seconds()
+}
+
+// BenchmarkRemoteEpochs: the images of TSOCK_BENCH_DIR (an ImageFolder)
+// as a local folder, then as WebDataset shards of 100 in versitygw on
+// loopback, without and with the cache, one after the other in each
+// iteration: images/s over the whole first epoch and the two later ones.
+func BenchmarkRemoteEpochs(b *testing.B) {
+	dir := os.Getenv("TSOCK_BENCH_DIR")
+	if dir == "" {
+		b.Skip("TSOCK_BENCH_DIR: an ImageFolder to measure (scripts/bench.sh sets it)")
+	}
+	server := s3test.Start(b, "bench")
+	local := producertest.Shards(b, dir, 100)
+	if err := os.CopyFS(filepath.Join(server.Root, "bench", "shards"), os.DirFS(filepath.Dir(local))); err != nil {
+		b.Fatal(err)
+	}
+	cfg := s3Config(server.Endpoint)
+	spec := "s3://bench/shards/" + filepath.Base(local)
+	for b.Loop() {
+		folder, err := source.Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f1, fl := epochRates(b, folder, 3, 0)
+		shards, err := source.OpenContext(context.Background(), spec, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s1, sl := epochRates(b, shards, 3, 64)
+		cached := source.NewCache(shards.(source.Source), 8<<30)
+		c1, cl := epochRates(b, cached, 3, 64)
+		fmt.Printf("remote-epochs folder %.0f %.0f s3 %.0f %.0f s3-cache %.0f %.0f\n", f1, fl, s1, sl, c1, cl)
+	}
+}
+
+// BenchmarkRemoteOpen: what a mount's open costs over 100,000 keys in
+// versitygw on loopback: listing an ImageFolder of 1,000 classes of 100
+// images, and indexing 1,000 shards of 100 samples.
+func BenchmarkRemoteOpen(b *testing.B) {
+	server := s3test.Start(b, "bench")
+	img := make([]byte, 1024)
+	for c := range 1000 {
+		d := filepath.Join(server.Root, "bench", "folder", fmt.Sprintf("n%08d", c))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for i := range 100 {
+			if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("%08d.JPEG", c*100+i)), img, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	writeShards(b, filepath.Join(server.Root, "bench", "shards"), 1000, 100, img)
+	cfg := s3Config(server.Endpoint)
+	for b.Loop() {
+		start := time.Now()
+		folder, err := source.OpenContext(context.Background(), "s3://bench/folder/", cfg)
+		if err != nil || folder.Len() != 100000 {
+			b.Fatalf("folder: %v", err)
+		}
+		listed := time.Since(start)
+		start = time.Now()
+		shards, err := source.OpenContext(context.Background(), "s3://bench/shards/train-{000000..000999}.tar", cfg)
+		if err != nil || shards.Len() != 100000 {
+			b.Fatalf("shards: %v", err)
+		}
+		fmt.Printf("remote-open list %.3f index %.3f\n", listed.Seconds(), time.Since(start).Seconds())
+	}
+}

@@ -1,0 +1,308 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dustin/go-humanize"
+	"golang.org/x/sys/unix"
+
+	"github.com/tsock/tsock/producer/source/remote"
+	"github.com/tsock/tsock/producer/source/wds"
+)
+
+// Shards is a dataset of WebDataset tar shards on a local disk: a
+// sample's index is its position in shard order, then member order.
+// Each shard is indexed once at open (a pass over its headers); a sample
+// is then read alone, by a ranged read of its image member.
+type Shards struct {
+	spec  string
+	files shardFiles
+	paths []string
+	// versions says which contents of each shard the index describes
+	// (local: inode, size and mtime; S3: the ETag): a shard replaced
+	// since would hand out wrong bytes at the indexed offsets.
+	versions []string
+	samples  []shardSample
+	keys     []byte   // every sample's key, one after the other
+	keyEnds  []uint32 // sample i's key is keys[keyEnds[i-1]:keyEnds[i]]
+	classes  []string
+	skipped  []string // "shard: key: why", what the index left out
+}
+
+// maxKeyBytes bounds a key as kept for messages: a PAX header may name a
+// member with a megabyte, and the keys' offsets are 32-bit.
+const maxKeyBytes = 255
+
+// shardSample is what a sample costs in memory, besides its key.
+type shardSample struct {
+	offset int64
+	size   int32
+	shard  int32
+	label  int32
+}
+
+// IsShardSpec says whether a --source value names tar shards: a path,
+// glob or brace pattern ending in .tar.
+func IsShardSpec(spec string) bool { return strings.HasSuffix(spec, ".tar") }
+
+// OpenShards expands spec (braces, then globs: see wds.Expand) and
+// indexes every shard, one per core at a time. A missing shard, a
+// pattern that matches nothing, or no sample at all fails; a shard that
+// breaks off keeps the samples before the break, and the rest is
+// counted as skipped.
+func OpenShards(spec string) (*Shards, error) {
+	return openShards(context.Background(), spec, spec, localShards{})
+}
+
+// openShards indexes the shards that pattern names in files, as many at
+// a time as files allows; spec is what the user wrote, for messages.
+func openShards(ctx context.Context, spec, pattern string, files shardFiles) (*Shards, error) {
+	paths, err := files.paths(ctx, pattern)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
+	}
+	indexes := make([]shardIndex, len(paths))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(files.parallel(), len(paths)) {
+		wg.Go(func() {
+			for i := range next {
+				indexes[i] = files.index(ctx, paths[i])
+			}
+		})
+	}
+	for i := range paths {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	s := &Shards{spec: spec, files: files, paths: paths, versions: make([]string, len(paths))}
+	for i, ix := range indexes {
+		s.versions[i] = ix.version
+		if ix.err != nil {
+			return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), ix.err)
+		}
+		s.add(int32(i), ix)
+	}
+	if len(s.samples) == 0 {
+		return nil, fmt.Errorf("source %s: no samples in %d shards (%d groups left out; a sample is KEY.jpg (or another image) with KEY.cls or KEY.json)",
+			strconv.Quote(spec), len(s.paths), len(s.skipped))
+	}
+	maxLabel := 0
+	for _, smp := range s.samples {
+		maxLabel = max(maxLabel, int(smp.label))
+	}
+	s.classes = make([]string, maxLabel+1)
+	for i := range s.classes {
+		s.classes[i] = strconv.Itoa(i)
+	}
+	return s, nil
+}
+
+// shardFiles is where shards are: a local disk, an object store.
+type shardFiles interface {
+	// paths expands a spec into shard names, in order.
+	paths(ctx context.Context, spec string) ([]string, error)
+	// parallel is how many shards to index at once.
+	parallel() int
+	// index reads one shard's index.
+	index(ctx context.Context, name string) shardIndex
+	// readAt reads len(p) bytes of shard name at off, exactly, from the
+	// version that was indexed: ErrShardChanged if it was replaced.
+	readAt(ctx context.Context, name, version string, p []byte, off int64) error
+}
+
+// localShards are shards on a local disk.
+type localShards struct{}
+
+func (localShards) paths(_ context.Context, spec string) ([]string, error) {
+	return expandShards(spec, filepath.Glob)
+}
+func (localShards) parallel() int                                   { return runtime.NumCPU() }
+func (localShards) index(_ context.Context, path string) shardIndex { return indexShard(path) }
+
+// ErrShardChanged: a shard's contents are no longer those it was indexed
+// from; its samples are skipped, never read at stale offsets.
+var ErrShardChanged = errors.New("the shard changed since it was indexed")
+
+func (localShards) readAt(_ context.Context, path, version string, p []byte, off int64) error {
+	f, err := openRegular(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if v, err := localVersion(f); err != nil {
+		return err
+	} else if v != version {
+		return ErrShardChanged
+	}
+	if _, err := f.ReadAt(p, off); err != nil {
+		return fmt.Errorf("read %d bytes at %d: %w", len(p), off, err)
+	}
+	return nil
+}
+
+// expandShards expands spec into shard names, in order: braces first,
+// then each name's glob matches, sorted.
+func expandShards(spec string, glob func(string) ([]string, error)) ([]string, error) {
+	names, err := wds.Expand(spec)
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, name := range names {
+		matches := []string{name}
+		if strings.ContainsAny(name, "*?[") {
+			if matches, err = glob(name); err != nil || len(matches) == 0 {
+				return nil, fmt.Errorf("no shard matches %s", strconv.Quote(name))
+			}
+			sort.Strings(matches)
+		}
+		if len(paths)+len(matches) > wds.MaxShards {
+			return nil, fmt.Errorf("more than %d shards", wds.MaxShards)
+		}
+		paths = append(paths, matches...)
+	}
+	return paths, nil
+}
+
+// shardIndex is one shard's index: its samples, what it left out, and
+// why it could not be read at all (err).
+type shardIndex struct {
+	version string // see Shards.versions
+	samples []wds.Sample
+	skips   []wds.Skip
+	broke   error // where the shard broke off; the samples before stand
+	err     error
+}
+
+func indexShard(path string) shardIndex {
+	f, err := openRegular(path)
+	if err != nil {
+		return shardIndex{err: err}
+	}
+	defer f.Close()
+	version, err := localVersion(f)
+	if err != nil {
+		return shardIndex{err: err}
+	}
+	samples, skips, broke := wds.Index(f)
+	return shardIndex{version: version, samples: samples, skips: skips, broke: broke}
+}
+
+// localVersion tells one content of a local shard from another: a shard
+// rewritten in place changes its mtime, one renamed over its inode.
+func localVersion(f *os.File) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return "", fmt.Errorf("stat %s: %w", f.Name(), err)
+	}
+	return fmt.Sprintf("%d:%d:%d:%d.%09d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec), nil
+}
+
+// add appends shard's index.
+func (s *Shards) add(shard int32, ix shardIndex) {
+	path := s.paths[shard]
+	for _, smp := range ix.samples {
+		if smp.Size > maxFileSize {
+			s.skipped = append(s.skipped, fmt.Sprintf("%s: %s: image of %d bytes is over the %d-byte limit", path, smp.Key, smp.Size, maxFileSize))
+			continue
+		}
+		s.samples = append(s.samples, shardSample{offset: smp.Offset, size: int32(smp.Size), shard: shard, label: int32(smp.Label)})
+		s.keys = append(s.keys, smp.Key[:min(len(smp.Key), maxKeyBytes)]...)
+		s.keyEnds = append(s.keyEnds, uint32(len(s.keys)))
+	}
+	for _, sk := range ix.skips {
+		s.skipped = append(s.skipped, fmt.Sprintf("%s: %s: %s", path, sk.Key, sk.Why))
+	}
+	if ix.broke != nil {
+		s.skipped = append(s.skipped, fmt.Sprintf("%s: the rest of the shard: %v", path, ix.broke))
+	}
+}
+
+// openRegular opens a shard, refusing anything but a regular file (the
+// daemon runs as root: a FIFO would block, a device could act).
+func openRegular(path string) (*os.File, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("shard %s: not a regular file", strconv.Quote(path))
+	}
+	return os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+}
+
+// Describe implements Source.
+func (s *Shards) Describe() string {
+	return fmt.Sprintf("%s (%d tar shards)", s.spec, len(s.paths))
+}
+
+// Len implements Source.
+func (s *Shards) Len() int { return len(s.samples) }
+
+// Classes implements Source: the labels' numbers, 0 to the largest.
+func (s *Shards) Classes() []string { return s.classes }
+
+// Label implements Source.
+func (s *Shards) Label(i int) int { return int(s.samples[i].label) }
+
+// Name implements Source.
+func (s *Shards) Name(i int) string {
+	from := uint32(0)
+	if i > 0 {
+		from = s.keyEnds[i-1]
+	}
+	return s.paths[s.samples[i].shard] + ":" + string(s.keys[from:s.keyEnds[i]])
+}
+
+// Store is the object store the shards are in; nil for a local disk.
+func (s *Shards) Store() *remote.Store {
+	if f, ok := s.files.(s3Shards); ok {
+		return f.store
+	}
+	return nil
+}
+
+// Remote says where the shards are and what reading them took, for
+// status; "" for a local disk.
+func (s *Shards) Remote() string {
+	f, ok := s.files.(s3Shards)
+	if !ok {
+		return ""
+	}
+	return remoteSummary(f.String(), f.store)
+}
+
+// remoteSummary is a remote source's status line: where, and its traffic.
+func remoteSummary(where string, store *remote.Store) string {
+	st := &store.Stats
+	return fmt.Sprintf("%s: %d requests, %d retried, %d failed, %s read", where, st.Requests.Load(), st.Retries.Load(),
+		st.Failures.Load(), humanize.IBytes(uint64(st.Bytes.Load())))
+}
+
+// Skipped lists what indexing left out, "shard: key: why".
+func (s *Shards) Skipped() []string { return s.skipped }
+
+// Encoded implements Source: a ranged read of the image member.
+func (s *Shards) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
+	smp := s.samples[i]
+	n := int(smp.size)
+	if cap(*scratch) < n {
+		*scratch = make([]byte, n)
+	}
+	b := (*scratch)[:n]
+	if err := s.files.readAt(ctx, s.paths[smp.shard], s.versions[smp.shard], b, smp.offset); err != nil {
+		return nil, err
+	}
+	return b, nil
+}

@@ -1,0 +1,108 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tsock/tsock/producer/source/remote"
+)
+
+// Source is a dataset: samples numbered 0..Len()-1 in a fixed order, each
+// with a class label.
+type Source interface {
+	// Describe names the source for status files.
+	Describe() string
+	// Len is the number of samples.
+	Len() int
+	// Classes are the class names; labels index into them.
+	Classes() []string
+	// Label is sample i's class.
+	Label(i int) int
+	// Name identifies sample i in error messages (a path for files).
+	Name(i int) string
+	// Encoded returns sample i's file (the bytes of a JPEG, a PNG, …),
+	// read into scratch, the caller's own buffer kept between calls to
+	// avoid garbage; the bytes may also be shared (a cache's), so
+	// callers only read them. ctx ends a remote request: a stopping
+	// producer waits on no retry.
+	Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, error)
+}
+
+// Rescanner is a source that can list itself again (a local folder,
+// --rescan): new samples get indices after the others, known ones keep
+// theirs.
+type Rescanner interface {
+	Rescan() (added int, err error)
+}
+
+// Remote is a source in an object store.
+type Remote interface {
+	// Store is the client, for its request counters; nil: a local
+	// source after all (shards on a local disk).
+	Store() *remote.Store
+	// Remote is status's line: where, and the counters.
+	Remote() string
+}
+
+// Skipper is a source that left samples out when it was opened (shard
+// members without an image or a label, broken tails), each named.
+type Skipper interface {
+	Skipped() []string
+}
+
+// As is the capability T of src, or of the source under its cache:
+// what only some kinds of source do (Rescanner, Remote, Skipper).
+func As[T any](src Source) (T, bool) {
+	if c, ok := src.(*Cache); ok {
+		src = c.Source
+	}
+	t, ok := src.(T)
+	return t, ok
+}
+
+// Open parses a --source value: a directory in ImageFolder form, tar
+// shards in WebDataset form (a path, glob or brace pattern ending in
+// .tar), or "synthetic:N" for N generated images.
+func Open(spec string) (Source, error) {
+	return OpenContext(context.Background(), spec, remote.DefaultConfig())
+}
+
+// OpenContext is Open with a context that bounds every remote request,
+// then and later (the mount's: a stopping daemon waits on no retry), and
+// how to reach an object store for s3:// sources.
+func OpenContext(ctx context.Context, spec string, s3 remote.Config) (Source, error) {
+	if IsS3Spec(spec) {
+		store, err := remote.Dial(s3)
+		if err != nil {
+			return nil, fmt.Errorf("source %q: %w", spec, err)
+		}
+		bucket, key, err := ParseS3Spec(spec)
+		if err != nil {
+			return nil, err
+		}
+		if IsShardSpec(key) {
+			return OpenS3Shards(ctx, spec, store)
+		}
+		return OpenS3Folder(ctx, bucket, key, store)
+	}
+	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
+		n, err := strconv.Atoi(rest)
+		if err != nil || n <= 0 || n > maxSynthetic {
+			return nil, fmt.Errorf("source %q: synthetic:N needs a positive whole number of images, at most %d", spec, maxSynthetic)
+		}
+		return NewSynthetic(n, 10), nil
+	}
+	if spec == "" {
+		return nil, fmt.Errorf("source: no directory given")
+	}
+	if IsShardSpec(spec) {
+		return OpenShards(spec)
+	}
+	return ScanFolder(spec)
+}
+
+// maxSynthetic bounds synthetic:N: the producer keeps each epoch's order,
+// 8 bytes a sample, and a typo must not ask for terabytes.
+const maxSynthetic = 1 << 28
