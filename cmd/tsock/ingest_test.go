@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/fs"
 )
 
 // sampleBatch is a batch of the given dataset indices: x holds each

@@ -14,9 +14,9 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/gpu"
-	"github.com/tsock/tsock/batchstore/batchfile"
 )
 
 // Config is what the ingest side must know.

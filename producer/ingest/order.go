@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/tsock/tsock/batchstore"
-	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/batchstore/memfile"
 )
 
 // orderState is ordered mode's place in the sampler.
