@@ -67,7 +67,7 @@ func TestDeployFilesParse(t *testing.T) {
 		if err := c.Parse(words[2:]); err != nil {
 			t.Errorf("%s: %q: %v", tc.file, words, err)
 		}
-		if c.cfg.Epochs != 0 || c.cacheSize == "0" {
+		if c.cfg.Epochs != 0 || c.cacheSize == 0 {
 			t.Errorf("%s: %q: want --epochs 0 and a --cache", tc.file, words)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 )
@@ -27,6 +26,9 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 		if errors.Is(err, pflag.ErrHelp) {
 			return errHelp
 		}
+		if own, ok := valueError(err); ok {
+			return usageError{own}
+		}
 		return usageError{err}
 	}
 	return nil
@@ -35,18 +37,6 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
-
-// parseSize parses a --buffer style size: "4GiB", "512MB", "1e9".
-func parseSize(flag, s string) (int64, error) {
-	n, err := humanize.ParseBytes(s)
-	if err != nil {
-		return 0, usagef("--%s %q: not a size (try 2GiB or 512MiB)", flag, s)
-	}
-	if n == 0 || n > 1<<50 {
-		return 0, usagef("--%s %q: must be between 1 byte and 1 PiB", flag, s)
-	}
-	return int64(n), nil
-}
 
 // flagUsage renders a flag set's defaults under a heading.
 func flagUsage(head string, fs *pflag.FlagSet) string {

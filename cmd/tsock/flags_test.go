@@ -115,3 +115,46 @@ func TestRuntimeErrorsExit1(t *testing.T) {
 		t.Fatal("a failed mount left a mount behind")
 	}
 }
+
+// A size of 0 means off whatever its unit: --cache 0MiB is --cache 0,
+// --keep 0B is --keep 0 (each was refused while flags were kept as text
+// and compared with "0"); sizes are parsed once, at the flag.
+func TestZeroSizesMeanOff(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args       []string
+		cache      int64
+		keep       int64
+		fetch      int
+		cacheDirOK bool
+	}{
+		{[]string{"--cache", "0"}, 0, 0, 0, false},
+		{[]string{"--cache", "0MiB"}, 0, 0, 0, false},
+		{[]string{"--cache", "0B"}, 0, 0, 0, false},
+		{[]string{"--cache", "1KiB"}, 1024, 0, 0, true},
+		{[]string{"--transform", "eval"}, 0, 64 << 20, 0, false},
+		{[]string{"--transform", "eval", "--keep", "0"}, 0, 0, 0, false},
+		{[]string{"--transform", "eval", "--keep", "0B"}, 0, 0, 0, false},
+		{[]string{"--transform", "eval", "--keep", "1MiB"}, 0, 1 << 20, 0, false},
+		{[]string{"--keep", "0MiB"}, 0, 0, 0, false},
+		{[]string{"--fetch", "3"}, 0, 0, 3, false},
+	} {
+		c := &mountCommand{}
+		if err := c.Parse(append([]string{"/mnt/x", "--source", dir, "--buffer", "64MiB"}, tc.args...)); err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if c.cacheSize != tc.cache || c.cfg.Keep != tc.keep || c.cfg.Fetch != tc.fetch {
+			t.Errorf("%v: cache %d, keep %d, fetch %d; want %d, %d, %d", tc.args, c.cacheSize, c.cfg.Keep, c.cfg.Fetch, tc.cache, tc.keep, tc.fetch)
+		}
+		c = &mountCommand{}
+		err := c.Parse(append([]string{"/mnt/x", "--source", dir, "--cache-dir", dir}, tc.args...))
+		if (err == nil) != tc.cacheDirOK {
+			t.Errorf("%v --cache-dir: %v; want accepted only with a cache", tc.args, err)
+		}
+	}
+	c := &mountCommand{}
+	if err := c.Parse([]string{"/mnt/x", "--source", "s3://bucket/data/"}); err != nil || c.cfg.Fetch != defaultRemoteFetch {
+		t.Errorf("--fetch auto for s3://: %d, %v; want %d", c.cfg.Fetch, err, defaultRemoteFetch)
+	}
+}

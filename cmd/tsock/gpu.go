@@ -33,21 +33,20 @@ func (c *mountCommand) setUpGPU(hostBuffer int64) error {
 	if c.device == "" {
 		return nil
 	}
-	spec, _ := gpu.ParseDevice(c.device) // checked by Parse
-	drv, err := openDriver(spec)
+	drv, err := openDriver(c.deviceSpec)
 	if err != nil {
 		return fmt.Errorf("--device %s: %w", c.device, err)
 	}
 	c.gpu = &gpuMode{driver: drv}
 	size := hostBuffer
-	if c.gpuBuffer != "" {
-		size, _ = parseSize("gpu-buffer", c.gpuBuffer)
+	if c.gpuBuffer > 0 {
+		size = c.gpuBuffer
 	}
 	slab := c.cfg.BatchBytes() - batchfile.DataStart
 	if c.ingestMode { // batch sizes are the producer's business
 		slab = size / 8
-		if c.gpuSlab != "" {
-			slab, _ = parseSize("gpu-slab", c.gpuSlab)
+		if c.gpuSlab > 0 {
+			slab = c.gpuSlab
 		}
 	}
 	if c.gpu.pool, err = gpu.NewPool(drv, size, slab); err != nil {

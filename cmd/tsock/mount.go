@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,42 +31,53 @@ import (
 type mountCommand struct {
 	stdout io.Writer
 	flags  *pflag.FlagSet
+	mountFlags
 
+	// What Run makes, Close frees.
+	store       *batchstore.Store
+	alloc       *memfile.Allocator
+	producer    *producer.Producer // nil with --ingest
+	ingest      *ingest.Ingest     // nil without --ingest
+	cache       *source.Cache      // nil without --cache
+	gpu         *gpuMode           // nil without --device
+	mounted     *fs.Mounted
+	unmounted   chan struct{} // closed when the file system is gone
+	rate        *rateMeter
+	metricsHTTP *metricsServer // serves --metrics-listen
+}
+
+// mountFlags is the mount's command line, each flag parsed once into its
+// typed value (values.go) and checked together in validate.
+type mountFlags struct {
 	mountpoint string
-	source     string
-	buffer     string
-	cacheSize  string
-	cacheDir   string
-	keep       string // --keep, parsed into cfg.Keep
-	// metricsListen: --metrics-listen's address; metricsHTTP serves it.
+	source     string // --source as given; opened by Run
+	ingestMode bool
+	s3         remote.Config
+
+	cfg       producer.Config // the built-in pipeline's, Source set by Run
+	ingestCfg ingest.Config
+	order     string // --order: shuffle or sequential
+
+	buffer    int64 // bytes for batches
+	cacheSize int64 // 0: no --cache
+	cacheDir  string
+	keepAuto  bool // --keep auto: as much as --buffer with eval, else none
+	fetchAuto bool // --fetch auto: defaultRemoteFetch for s3://, else 0
+
+	device     string // "" without --device
+	deviceSpec gpu.DeviceSpec
+	gpuBuffer  int64 // 0: as --buffer
+	gpuSlab    int64 // 0: --gpu-buffer/8
+
+	storage     string // auto, tmpfs or memfd
+	passthrough string // auto or off
+	join        string // any or epoch
+	eviction    batchstore.Eviction
+
 	metricsListen string
-	metricsHTTP   *metricsServer
-	fetch         string
-	device        string
-	gpuBuffer     string
-	storage       string
-	passthrough   string
 	debug         bool
 	allowOther    bool
 	idleExit      time.Duration
-	unmounted     chan struct{} // closed when the file system is gone
-	eviction      batchstore.Eviction
-	join          string
-	cfg           producer.Config
-	ingestMode    bool
-	ingestCfg     ingest.Config
-	order         string
-	gpuSlab       string
-	s3            remote.Config
-
-	store    *batchstore.Store
-	alloc    *memfile.Allocator
-	producer *producer.Producer // nil with --ingest
-	ingest   *ingest.Ingest     // nil without --ingest
-	cache    *source.Cache      // nil without --cache
-	gpu      *gpuMode           // nil without --device
-	mounted  *fs.Mounted
-	rate     *rateMeter
 }
 
 func (c *mountCommand) Usage() string {
@@ -82,35 +92,34 @@ func (c *mountCommand) Parse(args []string) error {
 	f := newFlagSet("mount")
 	c.flags = f
 	c.s3 = remote.DefaultConfig()
-	var layout, transform, straggler, join string
 	f.StringVar(&c.source, "source", "", "image folder in ImageFolder form, WebDataset tar shards ('DIR/train-{000000..000099}.tar', globs too; or s3://BUCKET/KEYS.tar), or synthetic:N")
 	f.StringVar(&c.s3.Endpoint, "s3-endpoint", "", "S3-compatible server for s3:// sources (http://HOST:PORT for plain HTTP); default AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then AWS")
 	f.BoolVar(&c.ingestMode, "ingest", false, "batches come from outside: producers write them into MOUNTPOINT/ingest/")
 	f.IntVar(&c.ingestCfg.Samples, "samples", 0, "with --ingest: dataset size N; tsock owns the order (ingest/order) and every epoch is exact")
-	f.StringVar(&c.order, "order", "shuffle", "with --ingest --samples: shuffle (each epoch, from --seed) or sequential")
+	newParsed(f, &c.order, oneOf("shuffle", "sequential"), "order", "shuffle", "with --ingest --samples: shuffle (each epoch, from --seed) or sequential")
 	f.IntVar(&c.cfg.BatchSize, "batch-size", 256, "samples per batch")
 	f.IntVar(&c.cfg.ImageSize, "image-size", 224, "side of the square output images, pixels")
 	f.IntVar(&c.cfg.Epochs, "epochs", 1, "epochs to produce; 0 means forever")
-	f.StringVar(&c.buffer, "buffer", "2GiB", "memory for batches, all consumers together")
-	f.StringVar(&c.cacheSize, "cache", "0", "memory (or disk, with --cache-dir) for encoded files kept after their first read, so later epochs read no disk or network; 0: off")
+	newSize(f, &c.buffer, "buffer", "2GiB", false, "memory for batches, all consumers together")
+	newSize(f, &c.cacheSize, "cache", "0", true, "memory (or disk, with --cache-dir) for encoded files kept after their first read, so later epochs read no disk or network; 0: off")
 	f.StringVar(&c.cacheDir, "cache-dir", "", "keep the --cache in an unnamed file in this directory (a local disk), not in memory: for datasets larger than memory; gone when the mount ends")
-	f.StringVar(&c.keep, "keep", "auto", "with --transform eval: memory for the samples made in the first epoch, copied into later ones with no decode; auto: as much as --buffer (0 with train)")
+	newAutoSize(f, &c.keepAuto, &c.cfg.Keep, "keep", "with --transform eval: memory for the samples made in the first epoch, copied into later ones with no decode; auto: as much as --buffer (0 with train)")
 	f.BoolVar(&c.cfg.Rescan, "rescan", false, "list a local folder --source again at each producer epoch: new files join the data (new indices after the others), vanished ones are skipped")
-	f.StringVar(&c.fetch, "fetch", "auto", fmt.Sprintf("images read ahead of the workers, this many requests in flight: auto (%d for s3:// sources, 0 for local ones) or 0 to %d", defaultRemoteFetch, producer.MaxFetch))
+	newAutoCount(f, &c.fetchAuto, &c.cfg.Fetch, producer.MaxFetch, "fetch", fmt.Sprintf("images read ahead of the workers, this many requests in flight: auto (%d for s3:// sources, 0 for local ones) or 0 to %d", defaultRemoteFetch, producer.MaxFetch))
 	f.IntVar(&c.cfg.Workers, "workers", 0, "decoding workers; 0 means one per core")
 	f.Uint64Var(&c.cfg.Seed, "seed", 0, "seed of shuffles and crops")
-	f.StringVar(&layout, "layout", "nchw", "image axes: nchw or nhwc")
-	f.StringVar(&transform, "transform", "train", "train (random crop + flip, shuffled) or eval (centre crop, in order)")
+	newParsed(f, &c.cfg.Layout, pipeline.ParseLayout, "layout", "nchw", "image axes: nchw or nhwc")
+	newParsed(f, &c.cfg.Transform, pipeline.ParseTransform, "transform", "train", "train (random crop + flip, shuffled) or eval (centre crop, in order)")
 	f.DurationVar(&c.eviction.Timeout, "consumer-timeout", 30*time.Second,
 		"evict a consumer with no open file and no progress for this long while the buffer is full")
-	f.StringVar(&straggler, "straggler", "block", "block: all wait for the slowest consumer; evict: evict one that holds a full buffer for --consumer-timeout")
-	f.StringVar(&c.cfg.Decoder, "decoder", "auto", "JPEG decoder: auto (libjpeg-turbo if installed), turbo, or go")
-	f.StringVar(&join, "join", "any", "any: a consumer joins mid-epoch, its epochs stitched exact; epoch: it waits for the next producer epoch")
-	f.StringVar(&c.storage, "storage", "auto", "batch memory: auto, tmpfs (huge pages, needs root) or memfd")
-	f.StringVar(&c.passthrough, "passthrough", "auto", "serve reads by FUSE passthrough: auto or off")
-	f.StringVar(&c.device, "device", "", "GPU to copy every batch to once, for CUDA IPC: cuda:N or GPU-<uuid>")
-	f.StringVar(&c.gpuBuffer, "gpu-buffer", "", "GPU memory for batches (with --device); default: --buffer")
-	f.StringVar(&c.gpuSlab, "gpu-slab", "", "with --ingest --device: GPU memory per batch; default: --gpu-buffer/8")
+	newParsed(f, &c.eviction.Straggler, batchstore.ParseStraggler, "straggler", "block", "block: all wait for the slowest consumer; evict: evict one that holds a full buffer for --consumer-timeout")
+	newParsed(f, &c.cfg.Decoder, oneOf(pipeline.DecoderAuto, pipeline.DecoderTurbo, pipeline.DecoderGo), "decoder", "auto", "JPEG decoder: auto (libjpeg-turbo if installed), turbo, or go")
+	newParsed(f, &c.join, oneOf("any", "epoch"), "join", "any", "any: a consumer joins mid-epoch, its epochs stitched exact; epoch: it waits for the next producer epoch")
+	newParsed(f, &c.storage, oneOf("auto", "tmpfs", "memfd"), "storage", "auto", "batch memory: auto, tmpfs (huge pages, needs root) or memfd")
+	newParsed(f, &c.passthrough, oneOf("auto", "off"), "passthrough", "auto", "serve reads by FUSE passthrough: auto or off")
+	newParsed(f, &c.deviceSpec, c.parseDevice, "device", "", "GPU to copy every batch to once, for CUDA IPC: cuda:N or GPU-<uuid>")
+	newSize(f, &c.gpuBuffer, "gpu-buffer", "", false, "GPU memory for batches (with --device); default: --buffer")
+	newSize(f, &c.gpuSlab, "gpu-slab", "", false, "with --ingest --device: GPU memory per batch; default: --gpu-buffer/8")
 	f.StringVar(&c.metricsListen, "metrics-listen", "", "also serve metrics (GET /metrics, Prometheus text) and status.json over HTTP at this address, e.g. :9464")
 	f.BoolVar(&c.debug, "debug", false, "log every FUSE request")
 	f.BoolVar(&c.allowOther, "allow-other", false, "let other users in (each consumer directory stays its maker's)")
@@ -125,9 +134,6 @@ func (c *mountCommand) Parse(args []string) error {
 	if err := c.checkMode(f); err != nil {
 		return err
 	}
-	c.cfg.Layout, c.cfg.Transform = pipeline.Layout(layout), pipeline.Transform(transform)
-	c.eviction.Straggler = batchstore.Straggler(straggler)
-	c.join = join
 	if err := c.validate(); err != nil {
 		return usageError{err}
 	}
@@ -171,17 +177,10 @@ func (c *mountCommand) checkMode(f *pflag.FlagSet) error {
 	case c.ingestCfg.Samples < 0 || int64(c.ingestCfg.Samples) > samplesLimit:
 		return usagef("--samples %d: must be 0 (unordered) to %d: the order takes 16 bytes a sample, and no more than half this machine's memory",
 			c.ingestCfg.Samples, samplesLimit)
-	case c.order != "shuffle" && c.order != "sequential":
-		return usagef("--order %q: want shuffle or sequential", c.order)
 	case f.Changed("order") && c.ingestCfg.Samples == 0:
 		return usagef("--order needs --samples (ordered mode)")
-	case c.gpuSlab != "" && c.device == "":
-		return usagef("--gpu-slab %s: needs --device", c.gpuSlab)
-	}
-	if c.gpuSlab != "" {
-		if _, err := parseSize("gpu-slab", c.gpuSlab); err != nil {
-			return err
-		}
+	case f.Changed("gpu-slab") && c.device == "":
+		return usagef("--gpu-slab %s: needs --device", f.Lookup("gpu-slab").Value)
 	}
 	c.ingestCfg.Shuffle = c.order == "shuffle"
 	return nil
@@ -198,60 +197,25 @@ func (c *mountCommand) validate() error {
 		return fmt.Errorf("--epochs %d: must be 0 (forever) or more", c.cfg.Epochs)
 	case c.cfg.Workers < 0 || c.cfg.Workers > maxWorkers:
 		return fmt.Errorf("--workers %d: must be 0 (one per core) to %d", c.cfg.Workers, maxWorkers)
-	case c.storage != "auto" && c.storage != "tmpfs" && c.storage != "memfd":
-		return fmt.Errorf("--storage %q: want auto, tmpfs or memfd", c.storage)
-	case c.passthrough != "auto" && c.passthrough != "off":
-		return fmt.Errorf("--passthrough %q: want auto or off", c.passthrough)
-	case c.cfg.Decoder != pipeline.DecoderAuto && c.cfg.Decoder != pipeline.DecoderTurbo && c.cfg.Decoder != pipeline.DecoderGo:
-		return fmt.Errorf("--decoder %q: want auto, turbo or go", c.cfg.Decoder)
-	case c.join != "any" && c.join != "epoch":
-		return fmt.Errorf("--join %q: want any or epoch", c.join)
 	case c.eviction.Timeout < time.Millisecond:
 		return fmt.Errorf("--consumer-timeout %s: must be at least 1ms", c.eviction.Timeout)
 	case c.idleExit < 0:
 		return fmt.Errorf("--idle-exit %s: must be 0 (never) or positive", c.idleExit)
 	}
-	if _, err := batchstore.ParseStraggler(string(c.eviction.Straggler)); err != nil {
-		return fmt.Errorf("--straggler: %w", err)
+	if c.gpuBuffer > 0 && c.device == "" {
+		return fmt.Errorf("--gpu-buffer %s: needs --device", c.flags.Lookup("gpu-buffer").Value)
 	}
-	if _, err := pipeline.ParseLayout(string(c.cfg.Layout)); err != nil {
-		return fmt.Errorf("--layout: %w", err)
-	}
-	if _, err := pipeline.ParseTransform(string(c.cfg.Transform)); err != nil {
-		return fmt.Errorf("--transform: %w", err)
-	}
-	if _, err := parseSize("buffer", c.buffer); err != nil {
+	if err := c.resolveKeep(); err != nil {
 		return err
 	}
-	if c.device != "" {
-		if _, err := gpu.ParseDevice(c.device); err != nil {
-			return fmt.Errorf("--device: %w", err)
-		}
+	if c.fetchAuto && source.IsS3Spec(c.source) {
+		c.cfg.Fetch = defaultRemoteFetch
 	}
-	if c.gpuBuffer != "" {
-		if c.device == "" {
-			return fmt.Errorf("--gpu-buffer %s: needs --device", c.gpuBuffer)
-		}
-		if _, err := parseSize("gpu-buffer", c.gpuBuffer); err != nil {
-			return err
-		}
-	}
-	if err := c.parseFetch(); err != nil {
-		return err
-	}
-	if err := c.parseKeep(); err != nil {
-		return err
-	}
-	if c.cacheSize != "0" {
-		if _, err := parseSize("cache", c.cacheSize); err != nil {
-			return err
-		}
-		if strings.HasPrefix(c.source, "synthetic:") {
-			return fmt.Errorf("--cache %s: a synthetic source has no files to cache", c.cacheSize)
-		}
+	if c.cacheSize > 0 && strings.HasPrefix(c.source, "synthetic:") {
+		return fmt.Errorf("--cache %s: a synthetic source has no files to cache", c.flags.Lookup("cache").Value)
 	}
 	if c.cacheDir != "" {
-		if c.cacheSize == "0" {
+		if c.cacheSize == 0 {
 			return fmt.Errorf("--cache-dir %s: needs --cache SIZE, the most it may hold", c.cacheDir)
 		}
 		if st, err := os.Stat(c.cacheDir); err != nil || !st.IsDir() {
@@ -261,42 +225,30 @@ func (c *mountCommand) validate() error {
 	return nil
 }
 
-// parseKeep sets cfg.Keep from --keep: auto keeps as much as --buffer
-// with a deterministic transform, nothing with random crops.
-func (c *mountCommand) parseKeep() error {
-	if c.keep == "auto" {
+// resolveKeep settles --keep: auto keeps as much as --buffer with a
+// deterministic transform, nothing with random crops; a size asks for
+// the deterministic one.
+func (c *mountCommand) resolveKeep() error {
+	if c.keepAuto {
 		c.cfg.Keep = 0
 		if c.cfg.Transform == pipeline.Eval {
-			c.cfg.Keep, _ = parseSize("buffer", c.buffer)
+			c.cfg.Keep = c.buffer
 		}
 		return nil
 	}
-	n, err := parseSize("keep", c.keep)
-	if err != nil && c.keep != "0" {
-		return err
+	if c.cfg.Keep > 0 && c.cfg.Transform != pipeline.Eval {
+		return fmt.Errorf("--keep %s: only --transform eval makes the same bytes every epoch", c.flags.Lookup("keep").Value)
 	}
-	if n > 0 && c.cfg.Transform != pipeline.Eval {
-		return fmt.Errorf("--keep %s: only --transform eval makes the same bytes every epoch", c.keep)
-	}
-	c.cfg.Keep = n
 	return nil
 }
 
-// parseFetch sets cfg.Fetch from --fetch.
-func (c *mountCommand) parseFetch() error {
-	if c.fetch == "auto" {
-		c.cfg.Fetch = 0
-		if strings.HasPrefix(c.source, "s3://") {
-			c.cfg.Fetch = defaultRemoteFetch
-		}
-		return nil
+// parseDevice reads --device, keeping its words for messages.
+func (c *mountCommand) parseDevice(s string) (gpu.DeviceSpec, error) {
+	spec, err := gpu.ParseDevice(s)
+	if err == nil {
+		c.device = s
 	}
-	n, err := strconv.Atoi(c.fetch)
-	if err != nil || n < 0 || n > producer.MaxFetch {
-		return fmt.Errorf("--fetch %q: want auto or 0 to %d", c.fetch, producer.MaxFetch)
-	}
-	c.cfg.Fetch = n
-	return nil
+	return spec, err
 }
 
 // Run mounts, produces, and serves until ctx ends or the file system is
@@ -400,7 +352,7 @@ func (c *mountCommand) watchIdle(ctx context.Context, idle chan<- struct{}) {
 
 // setUp opens the source and wires store, storage, producer and mount.
 func (c *mountCommand) setUp(ctx context.Context) error {
-	limit, _ := parseSize("buffer", c.buffer)
+	limit := c.buffer
 	if c.ingestMode {
 		return c.setUpIngest(limit)
 	}
@@ -408,16 +360,13 @@ func (c *mountCommand) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.cacheSize != "0" {
-		size, _ := parseSize("cache", c.cacheSize)
-		if enc, ok := src.(source.Source); ok {
-			if c.cacheDir == "" {
-				c.cache = source.NewCache(enc, size)
-			} else if c.cache, err = source.NewDiskCache(enc, size, c.cacheDir); err != nil {
-				return fmt.Errorf("--cache-dir: %w", err)
-			}
-			src = c.cache
+	if c.cacheSize > 0 {
+		if c.cacheDir == "" {
+			c.cache = source.NewCache(src, c.cacheSize)
+		} else if c.cache, err = source.NewDiskCache(src, c.cacheSize, c.cacheDir); err != nil {
+			return fmt.Errorf("--cache-dir: %w", err)
 		}
+		src = c.cache
 	}
 	c.cfg.Source = src
 	if err := c.setUpGPU(limit); err != nil {
