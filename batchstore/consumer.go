@@ -109,9 +109,22 @@ func (l *batchList) dropBelow(j uint64) {
 	l.base += n
 }
 
+// consumer is one reader of the store. Its fields are grouped by concern
+// (the embedded structs below); every one is guarded by Store.mu.
 type consumer struct {
-	name       string
-	id         int
+	name        string
+	id          int
+	placement   // where its batches lie in the producer's stream
+	holding     // what it has open and has consumed
+	lifecycle   // joined, left, evicted
+	clocks      // the eviction and deadlock conditions (evict.go)
+	readStats   // what it read and waited, for status
+	subsetState // what it trains on
+}
+
+// placement is where a consumer's batches lie in the producer's stream:
+// fixed at its first lookup, then computed batch by batch.
+type placement struct {
 	batchSize  int
 	started    bool   // it has looked up a batch: its batch size is fixed
 	joinEpoch  int    // producer epoch its first epoch starts in
@@ -120,13 +133,28 @@ type consumer struct {
 	start      uint64 // global sample of its first sample; valid when startKnown
 	startKnown bool
 	batches    batchList // its batches computed so far, those it may still open
-	done       map[uint64]struct{}
-	low        uint64         // its lowest unconsumed batch number
-	handles    map[uint64]int // open leases per batch number
-	joined     time.Time
-	left       bool
-	evicted    string    // why it was evicted; "" while it is not
-	progress   time.Time // when it last joined, opened or consumed
+}
+
+// holding is what a consumer has open and has consumed.
+type holding struct {
+	done    map[uint64]struct{}
+	low     uint64         // its lowest unconsumed batch number
+	handles map[uint64]int // open leases per batch number
+	waiting int            // lookups blocked right now
+	caller  CallerID       // the process (thread) that last looked up one of its batches
+}
+
+// lifecycle is a consumer's life: from join to leave or eviction.
+type lifecycle struct {
+	joined   time.Time
+	left     bool
+	evicted  string    // why it was evicted; "" while it is not
+	progress time.Time // when it last joined, opened or consumed
+}
+
+// clocks are since when each eviction or deadlock condition has held of a
+// consumer (zero: it does not), and the deadlock it was found in.
+type clocks struct {
 	stalled    time.Time // since when it holds back a full buffer without progress
 	straggling time.Time // since when it holds the oldest batch of a full buffer
 	// selfBlocked: since when it waits for a batch that the full buffer
@@ -142,17 +170,22 @@ type consumer struct {
 	// deadlockMapped: the deadlock is mappedOut's, which ends the moment
 	// readers unmap, before the producer has looked again.
 	deadlockMapped bool
-	batchesRead    uint64
-	bytesRead      int64
-	samplesRead    uint64
-	lastEpoch      int    // its own epoch of the last batch consumed, -1 before any
-	epochSamples   uint64 // samples it consumed of lastEpoch
-	waiting        int    // lookups blocked right now
-	waitTotal      time.Duration
-	waitSince      time.Time
-	caller         CallerID // the process (thread) that last looked up one of its batches
-	// subset is what it trains on (nil: everything); with hasNext, next
-	// replaces it from its own epoch nextFrom on.
+}
+
+// readStats are what a consumer read and how long it waited.
+type readStats struct {
+	batchesRead  uint64
+	bytesRead    int64
+	samplesRead  uint64
+	lastEpoch    int    // its own epoch of the last batch consumed, -1 before any
+	epochSamples uint64 // samples it consumed of lastEpoch
+	waitTotal    time.Duration
+	waitSince    time.Time
+}
+
+// subsetState is what a consumer trains on: subset (nil: everything);
+// with hasNext, next replaces it from its own epoch nextFrom on.
+type subsetState struct {
 	subset   *Subset
 	next     *Subset
 	hasNext  bool
@@ -199,9 +232,11 @@ func (s *Store) Join(name string) error {
 	}
 	s.nextID++
 	c := &consumer{
-		name: name, id: s.nextID, batchSize: s.cfg.BatchSize,
-		done: make(map[uint64]struct{}), handles: make(map[uint64]int),
-		joined: time.Now(), progress: time.Now(), lastEpoch: -1,
+		name: name, id: s.nextID,
+		placement: placement{batchSize: s.cfg.BatchSize},
+		holding:   holding{done: make(map[uint64]struct{}), handles: make(map[uint64]int)},
+		lifecycle: lifecycle{joined: time.Now(), progress: time.Now()},
+		readStats: readStats{lastEpoch: -1},
 	}
 	s.place(c)
 	s.consumers[name] = c

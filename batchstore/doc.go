@@ -45,6 +45,15 @@
 //     subset set while reading applies from its first epoch that starts
 //     in an unplanned producer epoch, never inside one.
 //
+//   - A consumer is evicted, or its waits fail with ErrDeadlock, only
+//     after one condition (evict.go: stalled, straggling, self-blocked,
+//     mapped out) has held for the whole consumer timeout; each rule is
+//     a function of the consumer's clocks and one check's view of the
+//     store, applied in a fixed order.
+//
+// A consumer's state is grouped by concern (placement, holding,
+// lifecycle, clocks, readStats, subsetState), all under the one mutex.
+//
 // The store knows nothing of FUSE. The adapter passes a CallerID (the
 // kernel's thread id of the request) so that an open of a batch inode that
 // several consumer directories share can be charged to the consumer whose

@@ -67,67 +67,107 @@ func (s *Store) Watch(ctx context.Context, e Eviction) {
 func (s *Store) evictStale(now time.Time, e Eviction) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	oldest := s.oldestHeld()
-	waiters, active := 0, 0 // waiters: blocked for want of a batch, the ones a straggler slows
-	for _, c := range s.consumers {
-		if c.active() {
-			active++
-			if c.waiting > 0 {
-				waiters++
-			}
-		}
-	}
-	// Every consumer waits and only mappings of released batches keep
-	// the producer from making the next: no consumer's reading can help,
-	// and the store cannot tell whose mappings they are.
-	mappedOut := s.stats.producerWaiting && s.stats.lingerBlocked && waiters == active
+	ck := s.evictionCheck(now, e)
 	var evicted []string
 	for name, c := range s.consumers {
 		if !c.active() {
 			continue
 		}
-		holding := s.stats.producerWaiting && s.lagOf(c) > 0
-		c.stalled = since(c.stalled, holding && len(c.handles) == 0 && c.waiting == 0, now, c.progress)
-		needsOldest := false
-		if b := s.held[oldest]; holding && b != nil {
-			needsOldest = s.needs(c, b)
-		}
-		c.straggling = since(c.straggling, needsOldest && c.waiting == 0 && waiters > 0, now, time.Time{})
-		// Waiting for a batch that only its own reading can make room for
-		// (an open far ahead; more batches kept mapped than the buffer
-		// holds): nothing else will end that wait, and everyone stalls.
-		c.selfBlocked = since(c.selfBlocked, needsOldest && c.waiting > 0, now, c.progress)
-		c.mappedOut = since(c.mappedOut, mappedOut && c.waiting > 0, now, c.progress)
-		selfBlocked := !c.selfBlocked.IsZero() && now.Sub(c.selfBlocked) >= e.Timeout
-		deadlock, mapped := "", false
-		switch {
-		case selfBlocked:
-			deadlock = fmt.Sprintf("read or unlink batch %d first, or hold fewer open", c.low)
-		case !c.mappedOut.IsZero() && now.Sub(c.mappedOut) >= e.Timeout:
-			deadlock, mapped = fmt.Sprintf("the buffer is taken by %s of batches already read but still mapped (a mapping outlives its file's close): drop arrays of old batches before reading on", humanize.IBytes(uint64(s.lingering))), true
-		}
-		if deadlock == "" {
+		s.updateClocks(c, ck)
+		dl, mapped := s.deadlockOf(c, ck)
+		if dl == "" {
 			c.deadlock, c.deadlockMapped = "", false
 		}
-		switch {
-		case selfBlocked && e.Straggler == Evict:
-			s.evict(c, fmt.Sprintf("waited %s for a batch the full buffer could not make while it held back the buffer's oldest batch (--straggler evict)", e.Timeout))
-		case deadlock != "":
-			if c.deadlock == "" {
-				c.deadlock, c.deadlockMapped = deadlock, mapped
-				s.broadcast() // its waits end with ErrDeadlock
-			}
-			continue
-		case !c.stalled.IsZero() && now.Sub(c.stalled) >= e.Timeout:
-			s.evict(c, fmt.Sprintf("no open file and no progress for %s while the buffer was full", e.Timeout))
-		case e.Straggler == Evict && !c.straggling.IsZero() && now.Sub(c.straggling) >= e.Timeout:
-			s.evict(c, fmt.Sprintf("held the oldest batch of a full buffer for %s (--straggler evict)", e.Timeout))
-		default:
-			continue
+		switch why := evictionFor(c, ck, dl); {
+		case why != "":
+			s.evict(c, why)
+			evicted = append(evicted, name)
+		case dl != "" && c.deadlock == "":
+			c.deadlock, c.deadlockMapped = dl, mapped
+			s.broadcast() // its waits end with ErrDeadlock
 		}
-		evicted = append(evicted, name)
 	}
 	return evicted
+}
+
+// evictionCheck is what every rule sees of the store at one check.
+type evictionCheck struct {
+	Eviction
+	now    time.Time
+	oldest *batch // the buffer's oldest batch; nil when none is held
+	// waiters: active consumers blocked for want of a batch, the ones a
+	// straggler slows. mappedOut: every consumer waits and only mappings
+	// of released batches keep the producer from making the next, so no
+	// consumer's reading can help, and the store cannot tell whose
+	// mappings they are.
+	waiters   int
+	mappedOut bool
+	full      bool // the producer waits for room
+}
+
+// evictionCheck takes the store's side of one check. Callers hold s.mu.
+func (s *Store) evictionCheck(now time.Time, e Eviction) *evictionCheck {
+	ck := &evictionCheck{Eviction: e, now: now, oldest: s.held[s.oldestHeld()], full: s.stats.producerWaiting}
+	active := 0
+	for _, c := range s.consumers {
+		if c.active() {
+			active++
+			if c.waiting > 0 {
+				ck.waiters++
+			}
+		}
+	}
+	ck.mappedOut = ck.full && s.stats.lingerBlocked && ck.waiters == active
+	return ck
+}
+
+// over says whether a condition that has held since start has held for
+// the timeout.
+func (ck *evictionCheck) over(start time.Time) bool {
+	return !start.IsZero() && ck.now.Sub(start) >= ck.Timeout
+}
+
+// updateClocks starts or stops c's conditions. Callers hold s.mu.
+func (s *Store) updateClocks(c *consumer, ck *evictionCheck) {
+	holding := ck.full && s.lagOf(c) > 0
+	c.stalled = since(c.stalled, holding && len(c.handles) == 0 && c.waiting == 0, ck.now, c.progress)
+	needsOldest := holding && ck.oldest != nil && s.needs(c, ck.oldest)
+	c.straggling = since(c.straggling, needsOldest && c.waiting == 0 && ck.waiters > 0, ck.now, time.Time{})
+	// Waiting for a batch that only its own reading can make room for
+	// (an open far ahead; more batches kept mapped than the buffer
+	// holds): nothing else will end that wait, and everyone stalls.
+	c.selfBlocked = since(c.selfBlocked, needsOldest && c.waiting > 0, ck.now, c.progress)
+	c.mappedOut = since(c.mappedOut, ck.mappedOut && c.waiting > 0, ck.now, c.progress)
+}
+
+// deadlockOf is why c's waits can end no other way than in ErrDeadlock,
+// and whether it is the mappings' (which end the moment readers unmap);
+// "" while its waits may end. Callers hold s.mu.
+func (s *Store) deadlockOf(c *consumer, ck *evictionCheck) (reason string, mapped bool) {
+	switch {
+	case ck.over(c.selfBlocked):
+		return fmt.Sprintf("read or unlink batch %d first, or hold fewer open", c.low), false
+	case ck.over(c.mappedOut):
+		return fmt.Sprintf("the buffer is taken by %s of batches already read but still mapped (a mapping outlives its file's close): drop arrays of old batches before reading on", humanize.IBytes(uint64(s.lingering))), true
+	}
+	return "", false
+}
+
+// evictionFor is why c is evicted now, "" if it is not: the first rule
+// that applies decides. A consumer in a deadlock is not evicted but for
+// --straggler evict: its waits fail instead, and it may recover.
+func evictionFor(c *consumer, ck *evictionCheck, deadlock string) string {
+	switch {
+	case ck.Straggler == Evict && ck.over(c.selfBlocked):
+		return fmt.Sprintf("waited %s for a batch the full buffer could not make while it held back the buffer's oldest batch (--straggler evict)", ck.Timeout)
+	case deadlock != "":
+		return ""
+	case ck.over(c.stalled):
+		return fmt.Sprintf("no open file and no progress for %s while the buffer was full", ck.Timeout)
+	case ck.Straggler == Evict && ck.over(c.straggling):
+		return fmt.Sprintf("held the oldest batch of a full buffer for %s (--straggler evict)", ck.Timeout)
+	}
+	return ""
 }
 
 // endMappedDeadlocks lets the waits that mappings of released batches

@@ -3,8 +3,11 @@ package batchstore
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/tsock/tsock/batchstore/waittest"
 )
 
 // fullBuffer returns a store whose two-batch buffer is full, with a
@@ -26,7 +29,7 @@ func fullBuffer(t *testing.T) (*Store, <-chan error) {
 		}
 		room <- err
 	}()
-	waitUntil(t, func() bool { return s.Snapshot().ProducerWaiting })
+	waittest.Until(t, "the store gets there", func() bool { return s.Snapshot().ProducerWaiting })
 	return s, room
 }
 
@@ -100,7 +103,7 @@ func TestStragglerPolicy(t *testing.T) {
 		l, _ := s.Open(ref.Seq, 2)
 		waiting := make(chan error, 1)
 		go func() { _, err := s.Lookup(context.Background(), "a", 2, 1); waiting <- err }()
-		waitUntil(t, func() bool { cs, _ := s.ConsumerSnapshot("a"); return cs.Waiting })
+		waittest.Until(t, "the store gets there", func() bool { cs, _ := s.ConsumerSnapshot("a"); return cs.Waiting })
 		e := Eviction{Timeout: time.Minute, Straggler: tc.straggler}
 		now := time.Now()
 		s.evictStale(now, e)
@@ -128,7 +131,7 @@ func TestAWaitOnlyTheWaiterCanEndIsBroken(t *testing.T) {
 				_, err := s.Lookup(context.Background(), "b", 5, 2)
 				waited <- err
 			}()
-			waitUntil(t, func() bool { cs, _ := s.ConsumerSnapshot("b"); return cs.Waiting })
+			waittest.Until(t, "the store gets there", func() bool { cs, _ := s.ConsumerSnapshot("b"); return cs.Waiting })
 			evicted, err := endsAtTheTimeout(t, s, Eviction{Timeout: 30 * time.Second, Straggler: straggler}, waited)
 			switch straggler {
 			case Block:
@@ -171,4 +174,41 @@ func endsAtTheTimeout(t *testing.T, s *Store, p Eviction, waited <-chan error) (
 		t.Fatal("the wait did not end after the timeout")
 	}
 	return nil, nil
+}
+
+// Each eviction rule alone, and their order: the first that applies
+// decides, a deadlock is not evicted but under --straggler evict, and a
+// condition counts only once it has held for the timeout.
+func TestEvictionRulesInOrder(t *testing.T) {
+	now := time.Unix(1000, 0)
+	long, short := now.Add(-2*time.Second), now.Add(-time.Second/2)
+	for _, tc := range []struct {
+		name      string
+		straggler Straggler
+		clocks    clocks
+		deadlock  string
+		want      string // a word of the reason; "" for none
+	}{
+		{"nothing holds", Block, clocks{}, "", ""},
+		{"stalled for the timeout", Block, clocks{stalled: long}, "", "no open file"},
+		{"stalled, not yet for the timeout", Block, clocks{stalled: short}, "", ""},
+		{"a straggler under block", Block, clocks{straggling: long}, "", ""},
+		{"a straggler under evict", Evict, clocks{straggling: long}, "", "held the oldest batch"},
+		{"self-blocked under block: a deadlock, not an eviction", Block, clocks{selfBlocked: long, stalled: long}, "read or unlink", ""},
+		{"self-blocked under evict", Evict, clocks{selfBlocked: long, straggling: long}, "read or unlink", "waited"},
+		{"mapped out: never evicted", Evict, clocks{mappedOut: long, straggling: long}, "mapped", ""},
+		{"stalled before straggling", Evict, clocks{stalled: long, straggling: long}, "", "no open file"},
+	} {
+		c := &consumer{clocks: tc.clocks}
+		ck := &evictionCheck{Eviction: Eviction{Timeout: time.Second, Straggler: tc.straggler}, now: now}
+		s := &Store{}
+		dl, _ := s.deadlockOf(c, ck)
+		if (dl == "") != (tc.deadlock == "") || !strings.Contains(dl, tc.deadlock) {
+			t.Errorf("%s: deadlock %q, want %q", tc.name, dl, tc.deadlock)
+		}
+		got := evictionFor(c, ck, dl)
+		if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: evicted for %q, want %q", tc.name, got, tc.want)
+		}
+	}
 }

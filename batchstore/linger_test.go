@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tsock/tsock/batchstore/waittest"
 )
 
 // TestLingeringMemoryCountsAgainstTheBuffer: memory of freed batches
@@ -30,7 +32,7 @@ func TestLingeringMemoryCountsAgainstTheBuffer(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitUntil(t, func() bool { return s.Snapshot().LingerBlocked })
+	waittest.Until(t, "the store gets there", func() bool { return s.Snapshot().LingerBlocked })
 	select {
 	case err := <-got:
 		t.Fatalf("reserve over the limit with lingering memory returned: %v", err)
@@ -78,7 +80,7 @@ func TestWaitsOnMappedMemoryAreBroken(t *testing.T) {
 				_, err := s.Lookup(context.Background(), "a", 1, 1)
 				waited <- err
 			}()
-			waitUntil(t, func() bool {
+			waittest.Until(t, "the store gets there", func() bool {
 				cs, _ := s.ConsumerSnapshot("a")
 				return cs.Waiting && s.Snapshot().LingerBlocked
 			})

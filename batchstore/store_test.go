@@ -5,7 +5,8 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/tsock/tsock/batchstore/waittest"
 )
 
 type fakeBlob struct {
@@ -89,7 +90,7 @@ func TestReserveBlocksUntilConsumed(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitUntil(t, func() bool { return s.Snapshot().ProducerWaiting })
+	waittest.Until(t, "the store gets there", func() bool { return s.Snapshot().ProducerWaiting })
 	select {
 	case err := <-got:
 		t.Fatalf("reserve over the limit returned: %v", err)
@@ -176,23 +177,10 @@ func TestLookupBlocksUntilPublished(t *testing.T) {
 		}
 		got <- ref
 	}()
-	waitUntil(t, func() bool { return s.Snapshot().Consumers[0].Waiting })
+	waittest.Until(t, "the store gets there", func() bool { return s.Snapshot().Consumers[0].Waiting })
 	publish(t, s, 10, 0, 0)
 	if ref := <-got; ref.Seq != 0 || ref.Size != 10 {
 		t.Fatalf("got %+v", ref)
-	}
-}
-
-// waitUntil polls cond; the state it waits for is reached by another
-// goroutine that has no event to hand back.
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -319,7 +307,7 @@ func TestLeaveWakesItsWaiters(t *testing.T) {
 		_, err := s.Lookup(context.Background(), "a", 0, 1)
 		got <- err
 	}()
-	waitUntil(t, func() bool { return s.Snapshot().Consumers[0].Waiting })
+	waittest.Until(t, "the store gets there", func() bool { return s.Snapshot().Consumers[0].Waiting })
 	if err := s.Leave("a"); err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +344,7 @@ func TestCloseFreesAndWakes(t *testing.T) {
 		_, err := s.Lookup(context.Background(), "a", 1, 1)
 		got <- err
 	}()
-	waitUntil(t, func() bool { return s.Snapshot().Consumers[0].Waiting })
+	waittest.Until(t, "the store gets there", func() bool { return s.Snapshot().Consumers[0].Waiting })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +406,7 @@ func TestOnlyFinishIsTheEndOfData(t *testing.T) {
 			_, err := s.Lookup(context.Background(), "a", 1, 1)
 			got <- err
 		}()
-		waitUntil(t, func() bool { return s.Snapshot().Consumers[0].Waiting })
+		waittest.Until(t, "the store gets there", func() bool { return s.Snapshot().Consumers[0].Waiting })
 		tc.stop(s)
 		if err := <-got; !errors.Is(err, tc.want) {
 			t.Errorf("%s: the waiter got %v, want %v", tc.name, err, tc.want)

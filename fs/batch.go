@@ -63,7 +63,7 @@ func (b *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 		return nil, 0, errno(err)
 	}
 	h := &batchHandle{lease: lease, path: b.fs.path, data: lease.Blob(), shared: true, served: &b.fs.path.daemonBytes,
-		forget: b.fs.forget, node: b.EmbeddedInode()}
+		forget: b.fs.forget, node: &b.readOnlyFile}
 	if b.fs.path.passthrough() {
 		return &passthroughHandle{h}, fuse.FOPEN_KEEP_CACHE, 0
 	}
@@ -85,7 +85,7 @@ type batchHandle struct {
 	shared bool           // a producer batch: a read here means passthrough is off
 	served *atomic.Uint64 // counts the bytes served, if set
 	forget *forgetter     // told of the release
-	node   *fusefs.Inode  // the file's inode, to forget once released
+	node   *readOnlyFile  // the file's node, to forget once released
 }
 
 var (

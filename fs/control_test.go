@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/tsock/tsock/batchstore/waittest"
 )
 
 func TestBatchSizeControlFile(t *testing.T) {
@@ -52,7 +54,7 @@ func TestBatchSizeControlFile(t *testing.T) {
 		if err := write("2"); !errors.Is(err, syscall.EBUSY) {
 			t.Fatalf("batch_size after reading: got %v, want EBUSY", err)
 		}
-		waitFor(t, "release", func() bool { cs, _ := e.store.ConsumerSnapshot("a"); return cs.BatchesRead == 1 })
+		waittest.Until(t, "release", func() bool { cs, _ := e.store.ConsumerSnapshot("a"); return cs.BatchesRead == 1 })
 		entries, _ := os.ReadDir(e.path("consumers", "a"))
 		var names []string
 		for _, de := range entries {

@@ -74,7 +74,7 @@ func (f *cudaFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 		slog.Error("render a .cuda file", "consumer", f.name, "batch", f.ref.Local, "err", err)
 		return nil, 0, syscall.EIO
 	}
-	return &batchHandle{lease: lease, path: f.fs.path, data: bytesData(body), forget: f.fs.forget, node: f.EmbeddedInode()}, 0, 0
+	return &batchHandle{lease: lease, path: f.fs.path, data: bytesData(body), forget: f.fs.forget, node: &f.readOnlyFile}, 0, 0
 }
 
 // bytesData is BatchData held in memory.

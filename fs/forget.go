@@ -24,7 +24,7 @@ import (
 type forgetter struct {
 	root        *fusefs.Inode
 	mu          sync.Mutex
-	pending     []*fusefs.Inode
+	pending     []*readOnlyFile
 	wake        chan struct{} // one token: something is pending
 	stop        chan struct{}
 	done        chan struct{}
@@ -40,7 +40,7 @@ func newForgetter(root *fusefs.Inode) *forgetter {
 
 // add queues a released batch file's inode; it never blocks (it runs in
 // Release).
-func (f *forgetter) add(node *fusefs.Inode) {
+func (f *forgetter) add(node *readOnlyFile) {
 	if node == nil || f.unsupported.Load() {
 		return
 	}
@@ -60,8 +60,9 @@ const retries = 8
 
 func (f *forgetter) run() {
 	defer close(f.done)
-	var again []*fusefs.Inode // asked for before, not forgotten yet
-	tries := map[*fusefs.Inode]int{}
+	var again []*readOnlyFile // asked for before, not forgotten yet
+	tries := map[*readOnlyFile]int{}
+	var inodes []*fusefs.Inode
 	for {
 		var retry <-chan time.Time
 		if len(again) > 0 {
@@ -77,13 +78,17 @@ func (f *forgetter) run() {
 		nodes := append(again, f.pending...)
 		f.pending = nil
 		f.mu.Unlock()
-		if errno := f.root.NotifyPrune(nodes); errno == syscall.ENOSYS {
+		inodes = inodes[:0]
+		for _, n := range nodes {
+			inodes = append(inodes, n.EmbeddedInode())
+		}
+		if errno := f.root.NotifyPrune(inodes); errno == syscall.ENOSYS {
 			f.unsupported.Store(true)
 			return
 		}
 		again = again[:0:0]
 		for _, n := range nodes {
-			if tries[n]++; !n.Forgotten() && tries[n] < retries {
+			if tries[n]++; !n.forgotten.Load() && tries[n] < retries {
 				again = append(again, n)
 			} else {
 				delete(tries, n)

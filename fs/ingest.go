@@ -28,6 +28,9 @@ type Ingest interface {
 	Skip(value string) error
 	// Status renders ingest/status.
 	Status() ([]byte, error)
+	// Refusal renders ingest/refusal: the last batch refused at close and
+	// why, one line, for programs; empty before any refusal.
+	Refusal() ([]byte, error)
 	// SamplesText renders ingest/samples; Grow applies a write to it.
 	SamplesText() ([]byte, error)
 	Grow(value string) error
@@ -83,9 +86,10 @@ func (d *ingestDir) OnAdd(ctx context.Context) {
 	in := d.fs.opts.Ingest
 	uid, gid := mountOwner()
 	files := map[string]fusefs.InodeEmbedder{
-		"next":   &textFile{render: func() ([]byte, error) { return []byte(uitoa(in.Next()) + "\n"), nil }},
-		"status": &textFile{render: in.Status},
-		"order":  &waitingFile{render: in.Order},
+		"next":    &textFile{render: func() ([]byte, error) { return []byte(uitoa(in.Next()) + "\n"), nil }},
+		"status":  &textFile{render: in.Status},
+		"refusal": &textFile{render: in.Refusal},
+		"order":   &waitingFile{render: in.Order},
 		"skip": &controlFile{uid: uid, gid: gid, textFile: textFile{render: func() ([]byte, error) { return nil, nil }},
 			set: in.Skip},
 		"samples": &controlFile{uid: uid, gid: gid, textFile: textFile{render: in.SamplesText}, set: in.Grow},

@@ -43,6 +43,7 @@ func (s *slowReleases) Next() uint64                          { return 0 }
 func (s *slowReleases) Order(context.Context) ([]byte, error) { return nil, nil }
 func (s *slowReleases) Skip(string) error                     { return nil }
 func (s *slowReleases) Status() ([]byte, error)               { return nil, nil }
+func (s *slowReleases) Refusal() ([]byte, error)              { return nil, nil }
 func (s *slowReleases) SamplesText() ([]byte, error)          { return nil, nil }
 func (s *slowReleases) Grow(string) error                     { return nil }
 

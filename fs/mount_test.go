@@ -60,6 +60,9 @@ func mount(t *testing.T, passthrough bool, with ...func(*fs.Options)) *env {
 func both(t *testing.T, test func(t *testing.T, e *env)) {
 	for _, pt := range []bool{true, false} {
 		t.Run(fmt.Sprintf("passthrough=%v", pt), func(t *testing.T) {
+			if pt {
+				fusetest.NeedKernel(t, 6, 9, "FUSE passthrough")
+			}
 			e := mount(t, pt)
 			if pt != e.m.Passthrough() {
 				t.Fatalf("asked passthrough=%v, got data path %q", pt, e.m.DataPath())

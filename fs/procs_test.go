@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/fs"
 )
 
@@ -109,6 +110,6 @@ func TestSeveralReaderProcesses(t *testing.T) {
 				t.Fatalf("reader %d read other bytes:\n%s\nwant\n%s", r, outs[r], want.String())
 			}
 		}
-		waitFor(t, "every batch freed", func() bool { return e.store.Snapshot().Freed == batches })
+		waittest.Until(t, "every batch freed", func() bool { return e.store.Snapshot().Freed == batches })
 	})
 }

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/tsock/tsock/batchstore/waittest"
+	"github.com/tsock/tsock/fs/fusetest"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,7 +35,7 @@ func TestReadsAreSharedAndConsumed(t *testing.T) {
 		if err != nil || sum(got) != sum(content(0)) {
 			t.Fatalf("a read wrong bytes: %v", err)
 		}
-		waitFor(t, "a's release", func() bool { cs, _ := e.store.ConsumerSnapshot("a"); return cs.BatchesRead == 1 })
+		waittest.Until(t, "a's release", func() bool { cs, _ := e.store.ConsumerSnapshot("a"); return cs.BatchesRead == 1 })
 		if _, err := os.Stat(e.batch("a", 0)); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("a's consumed batch still there: %v", err)
 		}
@@ -45,7 +46,7 @@ func TestReadsAreSharedAndConsumed(t *testing.T) {
 		if err != nil || sum(got) != sum(content(0)) {
 			t.Fatalf("b read wrong bytes: %v", err)
 		}
-		waitFor(t, "b's release", func() bool { return e.store.Snapshot().Freed == 1 })
+		waittest.Until(t, "b's release", func() bool { return e.store.Snapshot().Freed == 1 })
 		if snap := e.store.Snapshot(); snap.Held != 1 || snap.Freed != 1 {
 			t.Fatalf("after both read: held %d freed %d, want 1 1", snap.Held, snap.Freed)
 		}
@@ -56,6 +57,7 @@ func TestReadsAreSharedAndConsumed(t *testing.T) {
 }
 
 func TestPassthroughKeepsReadsOutOfTheDaemon(t *testing.T) {
+	fusetest.NeedKernel(t, 6, 9, "FUSE passthrough")
 	e := mount(t, true)
 	e.join("a")
 	e.publish(0)
@@ -95,23 +97,10 @@ func TestLookupBlocksUntilPublished(t *testing.T) {
 // reader has no way to say so itself.
 func waitWaiting(t *testing.T, e *env, name string) {
 	t.Helper()
-	waitFor(t, name+" blocked in a lookup", func() bool {
+	waittest.Until(t, name+" blocked in a lookup", func() bool {
 		cs, err := e.store.ConsumerSnapshot(name)
 		return err == nil && cs.Waiting
 	})
-}
-
-// waitFor polls cond for a state the kernel reaches with no event to
-// wait on: FUSE sends RELEASE asynchronously after close and munmap.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached in 10s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func TestSignalInterruptsTheWait(t *testing.T) {
@@ -189,7 +178,7 @@ func TestMappingHoldsTheBatch(t *testing.T) {
 			t.Fatalf("mapping has wrong bytes (%v)", err)
 		}
 		if e.m.Passthrough() {
-			waitFor(t, "release at close", func() bool { return e.store.Snapshot().Freed == 1 })
+			waittest.Until(t, "release at close", func() bool { return e.store.Snapshot().Freed == 1 })
 		} else if cs, _ := e.store.ConsumerSnapshot("a"); cs.BatchesRead != 0 || cs.OpenBatches != 1 {
 			t.Fatalf("consumed while still mapped: %+v", cs)
 		}
@@ -201,7 +190,7 @@ func TestMappingHoldsTheBatch(t *testing.T) {
 		if err := cmd.Wait(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "consumption after munmap", func() bool { return e.store.Snapshot().Freed == 1 })
+		waittest.Until(t, "consumption after munmap", func() bool { return e.store.Snapshot().Freed == 1 })
 	})
 }
 
@@ -225,6 +214,7 @@ func TestUnlinkConsumes(t *testing.T) {
 // frees it (it kept one per batch ever read, 316,000 in a run-forever
 // test, until the consumer left).
 func TestReadBatchesAreForgotten(t *testing.T) {
+	fusetest.NeedKernel(t, 6, 16, "NOTIFY_PRUNE (the kernel forgets released batches)")
 	both(t, func(t *testing.T, e *env) {
 		e.join("a")
 		const n = 200
@@ -242,12 +232,9 @@ func TestReadBatchesAreForgotten(t *testing.T) {
 			}
 		}
 		<-published
-		deadline := time.Now().Add(10 * time.Second)
-		for e.m.BatchInodes() > 2 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d batch inodes held after reading %d batches: want them forgotten", e.m.BatchInodes(), n)
-			}
-			time.Sleep(10 * time.Millisecond) // the kernel's forget has no event to wait on
-		}
+		// The kernel's forget has no event to wait on.
+		waittest.Report(t, func() bool { return e.m.BatchInodes() <= 2 }, func() string {
+			return fmt.Sprintf("%d batch inodes held after reading %d batches: want them forgotten", e.m.BatchInodes(), n)
+		})
 	})
 }

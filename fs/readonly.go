@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -73,9 +74,19 @@ const writeFlags = syscall.O_WRONLY | syscall.O_RDWR | syscall.O_TRUNC | syscall
 // readOnlyFile refuses changes to a file's attributes.
 type readOnlyFile struct {
 	fusefs.Inode
+	// forgotten: the kernel dropped its last reference and go-fuse its
+	// inode (OnForget); a later lookup makes a new node, so it is never
+	// cleared. The forgetter stops asking for it then.
+	forgotten atomic.Bool
 }
 
-var _ = (fusefs.NodeSetattrer)((*readOnlyFile)(nil))
+var (
+	_ = (fusefs.NodeSetattrer)((*readOnlyFile)(nil))
+	_ = (fusefs.NodeOnForgetter)((*readOnlyFile)(nil))
+)
+
+// OnForget records that the kernel has forgotten the file.
+func (f *readOnlyFile) OnForget() { f.forgotten.Store(true) }
 
 func (*readOnlyFile) Setattr(context.Context, fusefs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
 	return syscall.EROFS

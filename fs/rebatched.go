@@ -62,7 +62,7 @@ func (f *rebatchedFile) Open(ctx context.Context, flags uint32) (fusefs.FileHand
 		return nil, 0, errno(err)
 	}
 	h := &batchHandle{lease: lease, path: f.fs.path, data: comp, served: &f.fs.path.rebatchedBytes, forget: f.fs.forget,
-		node: f.EmbeddedInode()}
+		node: &f.readOnlyFile}
 	return &rebatchedHandle{batchHandle: h, file: f}, fuse.FOPEN_KEEP_CACHE, 0
 }
 

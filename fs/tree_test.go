@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/tsock/tsock/batchstore/waittest"
 )
 
 func TestTreeAndJoinLeave(t *testing.T) {
@@ -104,7 +106,7 @@ func TestListingShowsUnconsumedBatches(t *testing.T) {
 	if _, err := os.ReadFile(e.batch("a", 0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "release", func() bool { cs, _ := e.store.ConsumerSnapshot("a"); return cs.BatchesRead == 1 })
+	waittest.Until(t, "release", func() bool { cs, _ := e.store.ConsumerSnapshot("a"); return cs.BatchesRead == 1 })
 	entries, err := os.ReadDir(e.path("consumers", "a"))
 	if err != nil {
 		t.Fatal(err)

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/pipeline"
 	"github.com/tsock/tsock/producer/producertest"
@@ -24,7 +23,10 @@ import (
 // many random schedules (dataset size, batch size, epochs, buffer, and
 // consumers that join at random moments with their own batch sizes), every
 // consumer reads exactly its epochs — each sample once per epoch, only an
-// epoch's last batch short — while the producer runs once for all.
+// epoch's last batch short — while the producer runs once for all. A
+// schedule is its seed's alone: a consumer joins when the first has read
+// the seed's number of batches and the store has settled (settled), so a
+// failing seed fails again.
 func TestRandomJoinSchedulesGiveExactEpochs(t *testing.T) {
 	var stitched, rebatched, direct int
 	for seed := uint64(0); seed < 60; seed++ {
@@ -41,7 +43,7 @@ func TestRandomJoinSchedulesGiveExactEpochs(t *testing.T) {
 
 type joiner struct {
 	name      string
-	after     uint64 // joins once this many samples are published
+	at        int // joins once the first consumer has read this many batches
 	batchSize int
 	got       []*batchfile.Batch
 	rebatched int // batches read as re-batched files
@@ -69,21 +71,34 @@ func joinSchedule(t *testing.T, seed uint64) (stitched, rebatched, direct int) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 
-	total := uint64(n * cfg.Epochs)
+	firstBatches := (n + cfg.BatchSize - 1) / cfg.BatchSize * cfg.Epochs
 	sizes := []int{cfg.BatchSize, 1 + rng.IntN(2*cfg.BatchSize), cfg.BatchSize * 2, max(1, cfg.BatchSize/2)}
-	joiners := []*joiner{{name: "first", batchSize: cfg.BatchSize}}
+	first := &joiner{name: "first", batchSize: cfg.BatchSize}
+	joiners := []*joiner{first}
 	for i := 0; i < 1+rng.IntN(3); i++ {
-		joiners = append(joiners, &joiner{name: fmt.Sprintf("late%d", i), after: rng.Uint64N(total + 1),
+		joiners = append(joiners, &joiner{name: fmt.Sprintf("late%d", i), at: rng.IntN(firstBatches + 1),
 			batchSize: sizes[rng.IntN(len(sizes))]})
 	}
 	var wg sync.WaitGroup
-	for i, j := range joiners {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			j.err = j.run(ctx, store, batchstore.CallerID(i+1))
-		}()
+	start := func(i int, j *joiner) {
+		wg.Go(func() { j.err = j.run(ctx, store, batchstore.CallerID(i+1), nil) })
 	}
+	// The first consumer lets the others in as it reaches their points.
+	wg.Go(func() {
+		first.err = first.run(ctx, store, 1, func(read int) {
+			for i, j := range joiners[1:] {
+				if j.at == read {
+					j.err = waittest.Wait(fmt.Sprintf("the store settles before %s joins", j.name), func() bool { return settled(store, joiners) })
+					if j.err == nil {
+						j.err = j.join(store)
+					}
+					if j.err == nil {
+						start(i+1, j)
+					}
+				}
+			}
+		})
+	})
 	wg.Wait()
 	cancel()
 	if err := <-done; err != nil {
@@ -108,15 +123,25 @@ func joinSchedule(t *testing.T, seed uint64) (stitched, rebatched, direct int) {
 	return stitched, rebatched, direct
 }
 
-// run joins once enough is published and reads every batch it gets.
-func (j *joiner) run(ctx context.Context, s *batchstore.Store, caller batchstore.CallerID) error {
-	for s.Snapshot().SamplesPublished < j.after {
-		if s.Snapshot().ProducerIdle { // nothing more will come: join now
-			break
-		}
-		runtime.Gosched()
-		time.Sleep(50 * time.Microsecond) // a schedule, not a race: any moment is a valid join
+// settled: nothing in the store moves until the first consumer reads on.
+// The producer waits for room, idles or is done, and every other consumer
+// waits for a batch or has left: the state in which a join lands is then
+// the schedule's, whatever the threads' timing.
+func settled(s *batchstore.Store, joiners []*joiner) bool {
+	snap := s.Snapshot()
+	if !snap.ProducerWaiting && !snap.ProducerIdle && !snap.Finished {
+		return false
 	}
+	for _, j := range joiners[1:] {
+		if cs, err := s.ConsumerSnapshot(j.name); err == nil && !cs.Waiting && !cs.Done {
+			return false
+		}
+	}
+	return true
+}
+
+// join joins j with its own batch size.
+func (j *joiner) join(s *batchstore.Store) error {
 	if err := s.Join(j.name); err != nil {
 		return err
 	}
@@ -125,7 +150,19 @@ func (j *joiner) run(ctx context.Context, s *batchstore.Store, caller batchstore
 	}
 	cs, _ := s.ConsumerSnapshot(j.name)
 	j.stitched = cs.Stitched
-	if err := readAll(ctx, s, j, 0, caller); err != nil {
+	return nil
+}
+
+// run reads every batch j gets (joining first if it has not joined) and
+// leaves; after, if set, is called with the count read before each batch
+// and once at the end.
+func (j *joiner) run(ctx context.Context, s *batchstore.Store, caller batchstore.CallerID, after func(read int)) error {
+	if _, err := s.ConsumerSnapshot(j.name); err != nil {
+		if err := j.join(s); err != nil {
+			return err
+		}
+	}
+	if err := readAll(ctx, s, j, 0, caller, after); err != nil {
 		return err
 	}
 	return s.Leave(j.name)
@@ -202,10 +239,10 @@ func TestJoinAtEpochWaitsForTheNextEpoch(t *testing.T) {
 	if cs.Stitched || cs.JoinedPos != 0 || cs.JoinedEpoch != 1 {
 		t.Fatalf("--join epoch placed the joiner at %+v, want producer epoch 1 sample 0", cs)
 	}
-	late := &joiner{name: "aligned", batchSize: 4, after: 0}
+	late := &joiner{name: "aligned", batchSize: 4}
 	errs := make(chan error, 2)
-	go func() { errs <- readAll(ctx, store, first, 2, 1) }()
-	go func() { errs <- readAll(ctx, store, late, 0, 2) }()
+	go func() { errs <- readAll(ctx, store, first, 2, 1, nil) }()
+	go func() { errs <- readAll(ctx, store, late, 0, 2, nil) }()
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
@@ -227,9 +264,13 @@ func TestJoinAtEpochWaitsForTheNextEpoch(t *testing.T) {
 	}
 }
 
-// readAll reads j's batches from number from on until the end.
-func readAll(ctx context.Context, s *batchstore.Store, j *joiner, from uint64, caller batchstore.CallerID) error {
+// readAll reads j's batches from number from on until the end; after, if
+// set, is called with the number read before each lookup and at the end.
+func readAll(ctx context.Context, s *batchstore.Store, j *joiner, from uint64, caller batchstore.CallerID, after func(read int)) error {
 	for local := from; ; local++ {
+		if after != nil {
+			after(len(j.got))
+		}
 		ref, err := s.Lookup(ctx, j.name, local, caller)
 		if errors.Is(err, batchstore.ErrNotFound) {
 			return nil

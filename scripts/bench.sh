@@ -263,27 +263,18 @@ for run in $(seq "$runs"); do
 done
 
 $py - "$results" "$images" "$runs" "$cores" "$work/bpp.txt" >&3 <<'PY'
-import statistics, sys
+import sys
+sys.path.insert(0, "scripts/python")
+from benchtable import bound, header, med, ratio
 path, images, runs, cores, bppfile = sys.argv[1:6]
 rows = [line.split(maxsplit=5) for line in open(path)]
 bpp = dict(line.split() for line in open(bppfile))
-med = statistics.median
 def col(kind, i, key=None):
     return [float(r[i]) for r in rows if r[0] == kind and (key is None or r[1] == key)]
-def bound(peak, limit):
-    # memory against its bound: the highest of the runs matters
-    r = [p / b for p, b in zip(peak, limit)]
-    return f"{med(r):.2f}x (highest {max(r):.2f}x)"
-def ratio(a, b):
-    # median (min-max); a spread that crosses 1.0 is no difference
-    r = [x / y for x, y in zip(a, b)]
-    text = f"{med(r):.2f}x ({min(r):.2f}-{max(r):.2f})"
-    return text + ": no difference" if min(r) <= 1.0 <= max(r) else text
 print(f"## tsock benchmark: {images} JPEGs per set, {cores} cores, medians of {runs} runs (min-max of each ratio)\n")
 print(f"Sets: real photographs (scripts/realphotos.sh, {bpp['photos']} bits per pixel) and `tsock gendata` images "
       f"(300-600 px, {bpp['gendata']} bits per pixel).\n")
-print("| measure | tsock | baseline | ratio |")
-print("|---|---|---|---|")
+print(header(""))
 for name, label in (("photos", "real photos"), ("gendata", "gendata")):
     ours, theirs = col(f"percore-{name}", 1), col(f"percore-{name}", 2)
     print(f"| {label}: producer, images/s per core (read+decode+crop+resize+flip, uint8) | {med(ours):.0f} | torchvision {med(theirs):.0f} | {ratio(ours, theirs)} |")

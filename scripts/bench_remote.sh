@@ -33,24 +33,19 @@ for run in $(seq "$runs"); do
 		grep '^remote-open' >>"$work/results.txt"
 done
 "$py" - "$work/results.txt" "$images" "$(nproc)" >&3 <<'PY'
-import statistics, sys
+import sys
+sys.path.insert(0, "scripts/python")
+from benchtable import header, med, ratio, spread
 path, images, cores = sys.argv[1:4]
 rows = [line.split() for line in open(path)]
-med = statistics.median
 ep = [list(map(float, (r[2], r[3], r[5], r[6], r[8], r[9]))) for r in rows if r[0] == "remote-epochs"]
 op = [(float(r[2]), float(r[4])) for r in rows if r[0] == "remote-open"]
-def ratio(a, b):
-    r = [x / y for x, y in zip(a, b)]
-    text = f"{med(r):.2f}x ({min(r):.2f}-{max(r):.2f})"
-    return text + ": no difference" if min(r) <= 1.0 <= max(r) else text
 col = lambda k: [e[k] for e in ep]
-print(f"\n### Data in object storage: medians of {len(ep)} runs (min-max of each ratio)\n")
-print("| measure | tsock | baseline | ratio |")
-print("|---|---|---|---|")
+print(header(f"\n### Data in object storage: medians of {len(ep)} runs (min-max of each ratio)"))
 for label, k in (("first epoch", 0), ("epochs 2-3", 1)):
     print(f"| S3 shards on loopback, producer images/s, {label} ({images} real photos, {cores} cores) | {med(col(2 + k)):.0f} | local folder {med(col(k)):.0f} | {ratio(col(2 + k), col(k))} |")
     print(f"| S3 shards with --cache, producer images/s, {label} | {med(col(4 + k)):.0f} | local folder {med(col(k)):.0f} | {ratio(col(4 + k), col(k))} |")
 lists, indexes = [o[0] for o in op], [o[1] for o in op]
-print(f"| open of 100,000 keys in S3: listing an ImageFolder (1,000 classes), seconds | {med(lists):.2f} ({min(lists):.2f}-{max(lists):.2f}) | | |")
-print(f"| open of 100,000 samples in S3: indexing 1,000 shards of 100, seconds | {med(indexes):.2f} ({min(indexes):.2f}-{max(indexes):.2f}) | | |")
+print(f"| open of 100,000 keys in S3: listing an ImageFolder (1,000 classes), seconds | {med(lists):.2f} ({spread(lists)}) | | |")
+print(f"| open of 100,000 samples in S3: indexing 1,000 shards of 100, seconds | {med(indexes):.2f} ({spread(indexes)}) | | |")
 PY

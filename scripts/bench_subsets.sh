@@ -64,19 +64,14 @@ for run in $(seq "$runs"); do
 	parts 4 holdout
 done
 "$py" - "$results" "$images" "$cores" >&3 <<'PY'
-import statistics, sys
+import sys
+sys.path.insert(0, "scripts/python")
+from benchtable import header, med, ratio
 path, images, cores = sys.argv[1:4]
 rows = [line.split() for line in open(path)]
-med = statistics.median
 def col(kind, i):
     return [float(r[i]) for r in rows if r[0] == kind]
-def ratio(a, b):
-    r = [x / y for x, y in zip(a, b)]
-    text = f"{med(r):.2f}x ({min(r):.2f}-{max(r):.2f})"
-    return text + ": no difference" if min(r) <= 1.0 <= max(r) else text
-print(f"\n### Subsets: {images} real photos, {cores} cores, medians of {len(col('fold5', 1))} runs (min-max of each ratio)\n")
-print("| measure | tsock | baseline | ratio |")
-print("|---|---|---|---|")
+print(header(f"\n### Subsets: {images} real photos, {cores} cores, medians of {len(col('fold5', 1))} runs (min-max of each ratio)"))
 for kind, label in (("fold5", "5-fold CV, 5 consumers on fold k/5"), ("holdout4", "4 consumers on disjoint quarters (holdout k/4)")):
     s, t = col(kind, 1), col(kind, 2)
     print(f"| {label}: images/s delivered all together, 2 whole epochs | {med(s):.0f} | {kind[-1]} DataLoaders {med(t):.0f} | {ratio(s, t)} |")

@@ -24,19 +24,18 @@ for run in $(seq "$runs"); do
 	"$py" "${sweep[@]}" --loaders | tail -1 >>"$work/loaders.jsonl"
 done
 "$py" - "$work/tsock.jsonl" "$work/loaders.jsonl" "$images" "$(nproc)" >&3 <<'PY'
-import json, statistics, sys
+import json, sys
+sys.path.insert(0, "scripts/python")
+from benchtable import header, med, ratio, spread
 ours = [json.loads(l) for l in open(sys.argv[1])]
 theirs = [json.loads(l) for l in open(sys.argv[2])]
 images, cores = sys.argv[3:5]
-med = statistics.median
-r = [b["seconds"] / a["seconds"] for a, b in zip(ours, theirs)]
-print(f"\n### A sweep: Optuna, 8 trials in 4 processes, 3 epochs with validation, {images} real photos, {cores} cores, medians of {len(r)} runs\n")
-print("| measure | tsock | baseline | ratio |")
-print("|---|---|---|---|")
-print(f"| whole sweep, seconds (lower is better; ratio: how much sooner tsock ends) | {med(a['seconds'] for a in ours):.1f} | own DataLoaders {med(b['seconds'] for b in theirs):.1f} | {med(r):.2f}x ({min(r):.2f}-{max(r):.2f}) |")
+theirs_s, ours_s = [b["seconds"] for b in theirs], [a["seconds"] for a in ours]
+print(header(f"\n### A sweep: Optuna, 8 trials in 4 processes, 3 epochs with validation, {images} real photos, {cores} cores, medians of {len(ours)} runs"))
+print(f"| whole sweep, seconds (lower is better; ratio: how much sooner tsock ends) | {med(ours_s):.1f} | own DataLoaders {med(theirs_s):.1f} | {ratio(theirs_s, ours_s)} |")
 tr = [a["decoded"]["train"] for a in ours]
 ev = [a["decoded"]["eval"] for a in ours]
 print(f"| images decoded, training mount / eval mount (own DataLoaders: {8 * 3 * int(images)} each, fewer with pruning) | {med(tr):.0f} / {med(ev):.0f} | | |")
 per = [a["decoded"]["train"] / a["trained"] for a in ours]
-print(f"| training decodes per training image delivered (trials that come and go; own DataLoaders: 1) | {med(per):.2f} ({min(per):.2f}-{max(per):.2f}) | | |")
+print(f"| training decodes per training image delivered (trials that come and go; own DataLoaders: 1) | {med(per):.2f} ({spread(per)}) | | |")
 PY

@@ -141,27 +141,25 @@ for run in $(seq "$runs"); do
 done
 
 "$PY" - "$results" "$cores" "$runs" >&3 <<'PY'
-import collections, statistics, sys
+import collections, sys
+sys.path.insert(0, "scripts/python")
+from benchtable import header, med, ratios, spread
 rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     kind, *vals = line.split()
     rows[kind].append(vals)
 cores, runs = sys.argv[2], sys.argv[3]
-med = statistics.median
-def spread(xs):
-    return f"{min(xs):g}–{max(xs):g}"
-print(f"GPU rows: medians of {runs} runs (spread: min–max), {cores} cores\n")
-print("| measure | median | spread |\n|---|---|---|")
+print(header(f"GPU rows: medians of {runs} runs (spread: min-max), {cores} cores", ("measure", "median", "spread")))
 up = collections.defaultdict(list)
 for vals in rows["upload"]:
     for kv in vals:
         k, v = kv.split("=")
         up[k].append(float(v))
 for k, xs in sorted(up.items()):
-    print(f"| upload {k} | {med(xs):.2f} | {spread(xs)} |")
+    print(f"| upload {k} | {med(xs):.2f} | {spread(xs, 'g')} |")
 tv = [float(v[0]) for v in rows["percore"]]
 if tv:
-    print(f"| torchvision images/s on 1 core | {med(tv):.0f} | {spread(tv)} |")
+    print(f"| torchvision images/s on 1 core | {med(tv):.0f} | {spread(tv, 'g')} |")
 by, waits = collections.defaultdict(list), collections.defaultdict(list)
 for w, r, waited in rows["scale"]:
     by[int(w)].append(float(r))
@@ -171,18 +169,18 @@ for w in sorted(by):
     per = med([x / w for x in xs])
     vs = f"; {per / med(tv):.2f}×" if tv else "; -"
     print(f"| tsock --workers {w}: images/s (per worker; × torchvision per core; reader waiting) | "
-          f"{med(xs):.0f} ({per:.0f}{vs}; {med(waits[w]):.0%}) | {spread(xs)} |")
+          f"{med(xs):.0f} ({per:.0f}{vs}; {med(waits[w]):.0%}) | {spread(xs, 'g')} |")
 t1 = collections.defaultdict(list)
 for way, r in rows["train1"]:
     t1[way].append(float(r))
 for way in ("cuda", "host", "loader"):
     if t1[way]:
-        print(f"| 1 trial, ResNet-18 on the GPU, via {way}: images/s | {med(t1[way]):.0f} | {spread(t1[way])} |")
+        print(f"| 1 trial, ResNet-18 on the GPU, via {way}: images/s | {med(t1[way]):.0f} | {spread(t1[way], 'g')} |")
 if rows["train4"]:
     sh = [float(a) for a, b in rows["train4"]]
     own = [float(b) for a, b in rows["train4"]]
-    ratio = [float(a) / float(b) for a, b in rows["train4"]]
-    print(f"| 4 trials on one mount (--via cuda): aggregate images/s | {med(sh):.0f} | {spread(sh)} |")
-    print(f"| 4 trials, own DataLoaders ({int(cores)//4} workers each): aggregate images/s | {med(own):.0f} | {spread(own)} |")
-    print(f"| ratio, within each run | {med(ratio):.2f}× | {min(ratio):.2f}–{max(ratio):.2f} |")
+    ratio = ratios(sh, own)
+    print(f"| 4 trials on one mount (--via cuda): aggregate images/s | {med(sh):.0f} | {spread(sh, 'g')} |")
+    print(f"| 4 trials, own DataLoaders ({int(cores)//4} workers each): aggregate images/s | {med(own):.0f} | {spread(own, 'g')} |")
+    print(f"| ratio, within each run | {med(ratio):.2f}× | {spread(ratio)} |")
 PY

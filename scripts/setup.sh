@@ -45,9 +45,18 @@ if [[ ! -x "$venv/bin/python" ]]; then
 fi
 # From a copy: a build in place leaves build/ and *.egg-info in the checkout.
 src=$(mktemp -d)
-cp -r "$(dirname "$0")/python/pyproject.toml" "$(dirname "$0")/python/tsock" "$src"
+# -L: tsock/VERSION is a link to cmd/tsock/VERSION, the binary's version.
+cp -rL "$(dirname "$0")/python/pyproject.toml" "$(dirname "$0")/python/README.md" "$(dirname "$0")/python/tsock" "$src"
 "$venv/bin/pip" install --quiet --no-index --no-build-isolation "$src" >/dev/null
 rm -rf "$src"
+
+# staticcheck, for scripts/test.sh (TSOCK_SETUP_LINT=1), pinned, built
+# once from the Go module proxy.
+if [[ "${TSOCK_SETUP_LINT:-0}" == 1 ]] && [[ ! -x /var/cache/tsock/gobin/staticcheck ]]; then
+	echo "setup: building staticcheck" >&2
+	mkdir -p /var/cache/tsock/gobin
+	(cd /tmp && GOBIN=/var/cache/tsock/gobin PATH="$PATH:/usr/local/go/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2)
+fi
 
 # A real S3 server for the object-store tests (versitygw, POSIX backend),
 # built once from the Go module proxy (about 2 minutes): tests start it on

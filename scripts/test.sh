@@ -7,14 +7,24 @@ export PATH="$PATH:/usr/local/go/bin"
 # go-nvml's cgo code calls deprecated NVML functions: silence gcc about it.
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
 
-TSOCK_SETUP_TORCH=1 TSOCK_SETUP_S3=1 scripts/setup.sh
+# Where the time goes: each phase's seconds, printed at the end.
+phases=()
+started=$SECONDS
+phase() { phases+=("$1 $((SECONDS - started))s"); started=$SECONDS; }
+
+TSOCK_SETUP_TORCH=1 TSOCK_SETUP_S3=1 TSOCK_SETUP_LINT=1 scripts/setup.sh
+phase setup
 go vet ./...
+# staticcheck's own findings, deprecations included (setup.sh builds it).
+/var/cache/tsock/gobin/staticcheck ./...
+phase vet+staticcheck
 
 log=$(mktemp /tmp/tsock-test.XXXXXX)
 set +e
 go test -race -count=1 -timeout 9m -v ./... >"$log" 2>&1
 status=$?
 set -e
+phase "go test -race"
 # The full log has every RUN/PASS line; show the rest.
 grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS)' "$log" || true
 
@@ -33,6 +43,7 @@ for target in batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset batchstore/
 	fi
 	rm -f "$fuzzlog"
 done
+phase fuzz
 
 skips=$(grep -E '^\s*--- SKIP' "$log" || true)
 if [[ -n "$skips" ]]; then
@@ -44,4 +55,8 @@ if [[ -n "$skips" ]]; then
 	fi
 fi
 echo "full log: $log"
+# The slowest packages and tests, and each phase's time.
+grep -E '^(ok|FAIL)\s' "$log" | sort -t$'\t' -k3 -rn | head -4 || true
+grep -E '^\s*--- PASS: .* \([0-9.]+s\)$' "$log" | sed -E 's/^\s*--- PASS: //' | sort -t'(' -k2 -rn | head -5 || true
+echo "time: ${phases[*]}"
 exit "$status"

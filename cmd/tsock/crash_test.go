@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
@@ -176,7 +177,7 @@ print("the stream ended after", n, "batches"); sys.exit(1)`, d.dir)
 	if err := py.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "both readers are blocked on batch 1", func() bool {
+	waittest.Until(t, "both readers are blocked on batch 1", func() bool {
 		st := readFile(t, filepath.Join(d.dir, "status"))
 		py, err := os.ReadFile(filepath.Join(d.dir, "consumers", "py", "status"))
 		return err == nil && strings.Contains(st, "buffer full") && strings.Contains(string(py), "state: waiting") &&

@@ -82,57 +82,28 @@ func (g *gpuMode) files() map[string]func() ([]byte, error) {
 }
 
 // status is the GPU part of MOUNTPOINT/status.
-func (g *gpuMode) status(b *strings.Builder, consumers []batchstore.ConsumerSnapshot) {
-	info := g.driver.Info()
-	slabs := g.pool.Slabs()
-	held := int64(len(slabs)) * slabs[0].Size
+func (g *gpuSnapshot) status(b *strings.Builder, consumers []batchstore.ConsumerSnapshot) {
+	held := int64(g.slabs) * g.slabSize
 	fmt.Fprintf(b, "gpu: %s (%s, cuda:%d): %d slabs of %s = %s held by tsock, %d holding a batch",
-		info.UUID, info.Name, info.Ordinal, len(slabs), humanize.IBytes(uint64(slabs[0].Size)),
-		humanize.IBytes(uint64(held)), g.pool.InUse())
-	if free, total, err := g.driver.MemInfo(); err == nil {
-		fmt.Fprintf(b, "; device %s free of %s", humanize.IBytes(uint64(free)), humanize.IBytes(uint64(total)))
+		g.info.UUID, g.info.Name, g.info.Ordinal, g.slabs, humanize.IBytes(uint64(g.slabSize)),
+		humanize.IBytes(uint64(held)), g.inUse)
+	if g.memInfo {
+		fmt.Fprintf(b, "; device %s free of %s", humanize.IBytes(uint64(g.free)), humanize.IBytes(uint64(g.total)))
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(b, "gpu upload: %s\n", g.pool.UploadPath())
-	if ok, why := g.monitor.Available(); !ok {
-		fmt.Fprintf(b, "gpu memory by consumer: unknown (%s)\n", why)
+	fmt.Fprintf(b, "gpu upload: %s\n", g.upload)
+	if !g.nvml {
+		fmt.Fprintf(b, "gpu memory by consumer: unknown (%s)\n", g.nvmlWhy)
 		return
 	}
 	b.WriteString("gpu memory by consumer (NVML):\n")
-	for _, cs := range consumers {
-		if pid, mem, ok := g.processMemory(cs); ok {
-			fmt.Fprintf(b, "  %s: pid %d, %s\n", cs.Name, pid, humanize.IBytes(mem))
+	for k, cs := range consumers {
+		if gc := g.consumers[k]; gc.ok {
+			fmt.Fprintf(b, "  %s: pid %d, %s\n", cs.Name, gc.pid, humanize.IBytes(gc.mem))
 		} else {
 			fmt.Fprintf(b, "  %s: none reported\n", cs.Name)
 		}
 	}
-}
-
-// processMemory is what NVML reports the process of cs's reader holds on
-// tsock's GPU (NVML must be available).
-func (g *gpuMode) processMemory(cs batchstore.ConsumerSnapshot) (pid int, mem uint64, ok bool) {
-	pid = processOf(int(cs.Caller))
-	mem, ok = g.monitor.ProcessMemory(g.driver.Info().UUID, pid)
-	return pid, mem, ok
-}
-
-// doc is the GPU's part of status.json.
-func (g *gpuMode) doc() *gpuDoc {
-	info := g.driver.Info()
-	slabs := g.pool.Slabs()
-	return &gpuDoc{Name: info.Name, UUID: info.UUID, Slabs: len(slabs), SlabSize: slabs[0].Size, InUse: g.pool.InUse()}
-}
-
-// consumerMemory is what NVML reports cs's process holds on tsock's GPU,
-// -1 if it cannot tell.
-func (g *gpuMode) consumerMemory(cs batchstore.ConsumerSnapshot) int64 {
-	if ok, _ := g.monitor.Available(); !ok {
-		return -1
-	}
-	if _, mem, ok := g.processMemory(cs); ok {
-		return int64(mem)
-	}
-	return 0
 }
 
 // processOf is the process of thread tid (FUSE names threads; NVML processes).

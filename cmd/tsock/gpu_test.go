@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/gpu"
@@ -126,7 +127,7 @@ func TestGPUModeWithAFakeLibCUDA(t *testing.T) {
 	}
 	// Reading the .cuda file consumed batch 0, as reading the batch would
 	// (once the kernel's release, sent after close returns, arrives).
-	waitUntil(t, "batch 0 is consumed by its .cuda file's release", func() bool {
+	waittest.Until(t, "batch 0 is consumed by its .cuda file's release", func() bool {
 		_, err := os.Stat(filepath.Join(dir, fs.BatchName(0)))
 		return errors.Is(err, os.ErrNotExist)
 	})
@@ -215,7 +216,7 @@ func TestCUDAFilesPointAtTheBatchBytes(t *testing.T) {
 	if samples["shared"] != 30 || samples["own"] != 30 || samples["own, spanning slabs"] == 0 {
 		t.Fatalf("read %v: want 30 samples each, and some own batches across two slabs", samples)
 	}
-	waitUntil(t, "every slab is given back after everything was read", func() bool {
+	waittest.Until(t, "every slab is given back after everything was read", func() bool {
 		status, _ := os.ReadFile(filepath.Join(mnt, "status"))
 		return strings.Contains(string(status), ", 0 holding a batch")
 	})
@@ -307,13 +308,13 @@ func TestKilledCUDAHolderGivesItsSlabBack(t *testing.T) {
 	if s := consumerStatus(); !strings.Contains(s, "open batches: 1") {
 		t.Fatalf("the mapped .cuda file does not hold its batch:\n%s", s)
 	}
-	waitUntil(t, "both batches are made", func() bool { return strings.Contains(mountStatus(), "state: idle") })
+	waittest.Until(t, "both batches are made", func() bool { return strings.Contains(mountStatus(), "state: idle") })
 	if s := mountStatus(); !strings.Contains(s, ", 2 holding a batch") {
 		t.Fatalf("two batches made, but not two slabs in use:\n%s", s)
 	}
 	victim.Process.Kill()
 	victim.Wait()
-	waitUntil(t, "the killed holder's batch is released", func() bool {
+	waittest.Until(t, "the killed holder's batch is released", func() bool {
 		return strings.Contains(consumerStatus(), "batches read: 1\n")
 	})
 	status := mountStatus()
@@ -321,19 +322,6 @@ func TestKilledCUDAHolderGivesItsSlabBack(t *testing.T) {
 		t.Fatalf("batch 0's slab not given back (batch 1 alone should hold one):\n%s", status)
 	}
 	d.stop(t)
-}
-
-// waitUntil polls cond until it holds, failing the test after 20s: for
-// states another process brings about, with no event to wait on.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20s until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // mountWithFakeGPU runs "tsock mount MNT args…" in process with the fake

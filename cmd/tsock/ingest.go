@@ -69,6 +69,15 @@ func (f ingestFiles) Status() ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
+// Refusal renders ingest/refusal: "NNNNNN: why", the last batch refused.
+func (f ingestFiles) Refusal() ([]byte, error) {
+	why := f.c.ingest.Snapshot().LastRefusal
+	if why == "" {
+		return nil, nil
+	}
+	return []byte(printable(why) + "\n"), nil
+}
+
 // ingestMode names the ingest mode for status lines.
 func (c *mountCommand) ingestModeName() string {
 	if c.ingest.Ordered() {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/fs"
 )
 
@@ -127,6 +128,9 @@ func TestIngestRefusesBadBatches(t *testing.T) {
 		{"number ahead", 7, good, syscall.EINVAL, ""},
 		{"larger than --buffer", 1, mustBuild(t, []batchfile.TensorData{{Name: "x", Dtype: "U8", Shape: []int64{1, 70 << 10}, Data: make([]byte, 70<<10)}}), syscall.EFBIG, "buffer"},
 	}
+	if r := readFile(t, filepath.Join(d.dir, "ingest", "refusal")); r != "" {
+		t.Fatalf("ingest/refusal before any refusal: %q", r)
+	}
 	for _, c := range cases {
 		err := publish(d, c.seq, c.data)
 		var errno syscall.Errno
@@ -138,6 +142,11 @@ func TestIngestRefusesBadBatches(t *testing.T) {
 		}
 		if st := readFile(t, filepath.Join(d.dir, "ingest", "status")); c.says != "" && !strings.Contains(st, "last refusal: 000001: ") || !strings.Contains(st, c.says) {
 			t.Errorf("%s: ingest/status does not say %q:\n%s", c.name, c.says, st)
+		}
+		// ingest/refusal says the same in one line, for programs.
+		if r := readFile(t, filepath.Join(d.dir, "ingest", "refusal")); c.says != "" && (!strings.HasPrefix(r, "000001: ") ||
+			!strings.Contains(r, c.says) || strings.Count(r, "\n") != 1 || !strings.HasSuffix(r, "\n")) {
+			t.Errorf("%s: ingest/refusal is %q, want one line of batch 000001 saying %q", c.name, r, c.says)
 		}
 	}
 	// The end of the producer's epoch: a consumer's last batch may be short.
@@ -178,7 +187,7 @@ func TestIngestBackpressureAndAKilledWriter(t *testing.T) {
 	}
 	third := make(chan error, 1)
 	go func() { third <- publish(d, 2, sampleBatch(t, nil, 8, 9, 10, 11)) }()
-	waitUntil(t, "the third create waits for room", func() bool {
+	waittest.Until(t, "the third create waits for room", func() bool {
 		return strings.Contains(readFile(t, filepath.Join(d.dir, "status")), "state: buffer full")
 	})
 	// Not ingest/status: a create that waits holds ingest/'s directory
@@ -213,7 +222,7 @@ func TestIngestBackpressureAndAKilledWriter(t *testing.T) {
 	io.ReadFull(out, line)
 	victim.Process.Kill()
 	victim.Wait()
-	waitUntil(t, "the killed writer's batch is refused", func() bool {
+	waittest.Until(t, "the killed writer's batch is refused", func() bool {
 		return strings.Contains(readFile(t, filepath.Join(d.dir, "ingest", "status")), "refused: 1")
 	})
 	if next := readFile(t, filepath.Join(d.dir, "ingest", "next")); next != "3\n" {
@@ -329,7 +338,7 @@ func TestIngestOrderedLateJoinersGetExactEpochs(t *testing.T) {
 		}()
 		// The next joins after a random number of batches published.
 		target := strconv.Itoa(rng.IntN(12))
-		waitUntil(t, "batches published", func() bool {
+		waittest.Until(t, "batches published", func() bool {
 			next, _ := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(d.dir, "ingest", "next"))))
 			want, _ := strconv.Atoi(target)
 			return next >= want || next > 0 && c > 0

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
 )
@@ -113,24 +114,19 @@ func TestLateJoinersOwnSizesAndACrash(t *testing.T) {
 // waitPosition returns once consumer name has consumed n batches.
 func waitPosition(t *testing.T, d *daemon, name string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		status, err := os.ReadFile(filepath.Join(d.dir, "consumers", name, "status"))
-		if err != nil {
+	var status []byte
+	var pos int
+	// Polling a status file: there is no event to wait on.
+	waittest.Report(t, func() bool {
+		var err error
+		if status, err = os.ReadFile(filepath.Join(d.dir, "consumers", name, "status")); err != nil {
 			t.Fatal(err)
 		}
-		var pos int
 		for _, line := range strings.Split(string(status), "\n") {
 			fmt.Sscanf(line, "position: %d", &pos)
 		}
-		if pos >= n || strings.Contains(string(status), "state: done") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s stuck at position %d:\n%s", name, pos, status)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a status file: there is no event to wait on
-	}
+		return pos >= n || strings.Contains(string(status), "state: done")
+	}, func() string { return fmt.Sprintf("%s stuck at position %d:\n%s", name, pos, status) })
 }
 
 // samples flattens batches to one record per sample: index and image bytes.

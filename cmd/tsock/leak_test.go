@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
-	"time"
 
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/fs/fusetest"
 )
 
@@ -26,7 +26,7 @@ func TestMountLeavesNoGoroutine(t *testing.T) {
 		go func() {
 			code <- run(ctx, append([]string{"mount", dir, "--buffer", "1MiB"}, mode...), &stdout, &stderr)
 		}()
-		waitUntil(t, "mounted", func() bool { _, err := os.Stat(filepath.Join(dir, "status")); return err == nil })
+		waittest.Until(t, "mounted", func() bool { _, err := os.Stat(filepath.Join(dir, "status")); return err == nil })
 		if err := os.Mkdir(filepath.Join(dir, "consumers", "a"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -39,15 +39,11 @@ func TestMountLeavesNoGoroutine(t *testing.T) {
 		if c := <-code; c != 0 {
 			t.Fatalf("%v: exit %d: %s", mode, c, stderr.String())
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				stacks := string(buf[:runtime.Stack(buf, true)])
-				t.Fatalf("%v: %d goroutines after the mount, %d before:\n%s", mode, runtime.NumGoroutine(), before,
-					strings.Join(strings.Split(stacks, "\n\n"), "\n\n"))
-			}
-			time.Sleep(10 * time.Millisecond) // goroutines end asynchronously; nothing to wait on
-		}
+		// Goroutines end asynchronously; nothing to wait on.
+		waittest.Report(t, func() bool { return runtime.NumGoroutine() <= before }, func() string {
+			buf := make([]byte, 1<<20)
+			stacks := string(buf[:runtime.Stack(buf, true)])
+			return fmt.Sprintf("%v: %d goroutines after the mount, %d before:\n%s", mode, runtime.NumGoroutine(), before, stacks)
+		})
 	}
 }

@@ -11,8 +11,11 @@ import (
 
 // metrics renders MOUNTPOINT/metrics in the Prometheus text format: the
 // numbers of status, one series per consumer, for tools to scrape.
-func (c *mountCommand) metrics() ([]byte, error) {
-	snap := c.store.Snapshot()
+func (c *mountCommand) metrics() ([]byte, error) { return []byte(metricsText(c.snapshot())), nil }
+
+// metricsText is a snapshot in the Prometheus text format.
+func metricsText(s *mountSnapshot) string {
+	snap := s.store
 	var b strings.Builder
 	gauge := func(name, help string, v float64) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", name, help, name, name, v)
@@ -29,41 +32,32 @@ func (c *mountCommand) metrics() ([]byte, error) {
 	counter("tsock_batches_published_total", "Batches published.", float64(snap.Published))
 	counter("tsock_samples_published_total", "Samples published.", float64(snap.SamplesPublished))
 	counter("tsock_producer_wait_seconds_total", "Time the producer waited for room in the buffer.", snap.ProducerWait.Seconds())
-	epoch, skipped := 0, 0
-	if c.ingest != nil {
-		st := c.ingest.Snapshot()
-		epoch, skipped = st.Epoch, st.Skipped
-		counter("tsock_ingest_refused_total", "Ingested batches refused at close.", float64(st.Refused))
-	} else {
-		ps := c.producer.Stats().Snapshot()
-		epoch, skipped = ps.Epoch, ps.Skipped
+	if s.ingest != nil {
+		counter("tsock_ingest_refused_total", "Ingested batches refused at close.", float64(s.ingest.Refused))
 	}
-	gauge("tsock_producer_epoch", "Producer epoch being made.", float64(epoch))
-	if c.cache != nil {
-		cs := c.cache.Stats()
+	gauge("tsock_producer_epoch", "Producer epoch being made.", float64(s.epoch))
+	if cs := s.cache; cs != nil {
 		gauge("tsock_cache_bytes", "Encoded files held by the raw cache (--cache).", float64(cs.Used))
 		counter("tsock_cache_hits_total", "Source reads answered from the raw cache.", float64(cs.Hits))
 		counter("tsock_cache_misses_total", "Source reads that went to the source (disk or network).", float64(cs.Misses))
 		counter("tsock_cache_dropped_total", "Files not kept for a failed write to the disk cache.", float64(cs.Dropped))
 	}
-	if c.producer != nil {
-		if k, ok := c.producer.Kept(); ok {
-			gauge("tsock_kept_bytes", "Made samples kept for later epochs (--keep).", float64(k.Used))
-			counter("tsock_kept_served_total", "Samples copied from the kept ones instead of decoded.", float64(k.Served))
-		}
+	if k := s.kept; k != nil {
+		gauge("tsock_kept_bytes", "Made samples kept for later epochs (--keep).", float64(k.Used))
+		counter("tsock_kept_served_total", "Samples copied from the kept ones instead of decoded.", float64(k.Served))
 	}
-	if st := c.remoteStore(); st != nil {
-		counter("tsock_remote_requests_total", "Requests to the object store, every attempt.", float64(st.Stats.Requests.Load()))
-		counter("tsock_remote_retries_total", "Object store requests tried again after a transient fault.", float64(st.Stats.Retries.Load()))
-		counter("tsock_remote_failures_total", "Object store requests that failed for good.", float64(st.Stats.Failures.Load()))
-		counter("tsock_remote_bytes_total", "Bytes read from the object store.", float64(st.Stats.Bytes.Load()))
+	if r := s.remote; r != nil {
+		counter("tsock_remote_requests_total", "Requests to the object store, every attempt.", float64(r.requests))
+		counter("tsock_remote_retries_total", "Object store requests tried again after a transient fault.", float64(r.retries))
+		counter("tsock_remote_failures_total", "Object store requests that failed for good.", float64(r.failures))
+		counter("tsock_remote_bytes_total", "Bytes read from the object store.", float64(r.bytes))
 	}
-	if c.gpu != nil {
-		gauge("tsock_gpu_slabs", "GPU slabs allocated (--device).", float64(len(c.gpu.pool.Slabs())))
-		gauge("tsock_gpu_slabs_in_use", "GPU slabs holding a batch.", float64(c.gpu.pool.InUse()))
-		gauge("tsock_gpu_slab_bytes", "Size of one GPU slab.", float64(c.gpu.pool.Slabs()[0].Size))
+	if g := s.gpu; g != nil {
+		gauge("tsock_gpu_slabs", "GPU slabs allocated (--device).", float64(g.slabs))
+		gauge("tsock_gpu_slabs_in_use", "GPU slabs holding a batch.", float64(g.inUse))
+		gauge("tsock_gpu_slab_bytes", "Size of one GPU slab.", float64(g.slabSize))
 	}
-	gauge("tsock_skipped_inputs", "Distinct inputs skipped as unreadable or corrupt.", float64(skipped))
+	gauge("tsock_skipped_inputs", "Distinct inputs skipped as unreadable or corrupt.", float64(s.skipped))
 	perConsumer := []struct {
 		name, kind, help string
 		value            func(i int) float64
@@ -86,7 +80,7 @@ func (c *mountCommand) metrics() ([]byte, error) {
 			fmt.Fprintf(&b, "%s{consumer=%q} %g\n", m.name, cs.Name, m.value(i))
 		}
 	}
-	return []byte(b.String()), nil
+	return b.String()
 }
 
 func bool01(b bool) float64 {

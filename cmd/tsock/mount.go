@@ -427,8 +427,8 @@ func (c *mountCommand) mount(in fs.Ingest) error {
 	}
 	defer probe.Free()
 	c.rate = newRateMeter(c.store)
-	if st := c.remoteStore(); st != nil {
-		c.rate.remote = st.Stats.Bytes.Load
+	if rs, ok := source.As[source.Remote](c.cfg.Source); ok && rs.Store() != nil {
+		c.rate.remote = rs.Store().Stats.Bytes.Load
 	}
 	opts := fs.Options{
 		Status: c.status, State: c.state, Metrics: c.metrics, StatusJSON: c.statusJSON, Compose: compose, Passthrough: c.passthrough == "auto",

@@ -53,21 +53,42 @@ func installedPython(t *testing.T) string {
 }
 
 // copyPackage copies the Python package's files (scripts/python's
-// pyproject.toml and tsock/) to dir.
+// pyproject.toml, README.md and tsock/) to dir, with tsock/VERSION, a
+// link to cmd/tsock/VERSION, as the file it links to.
 func copyPackage(dir string) error {
-	if err := os.CopyFS(filepath.Join(dir, "tsock"), os.DirFS("../../scripts/python/tsock")); err != nil {
+	pkg := filepath.Join(dir, "tsock")
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		return err
+	}
+	files := map[string]string{
+		"../../scripts/python/pyproject.toml": filepath.Join(dir, "pyproject.toml"),
+		"../../scripts/python/README.md":      filepath.Join(dir, "README.md"),
+		"VERSION":                             filepath.Join(pkg, "VERSION"),
+	}
+	entries, err := os.ReadDir("../../scripts/python/tsock")
+	if err != nil {
 		return fmt.Errorf("copy the Python package: %w", err)
 	}
-	project, err := os.ReadFile("../../scripts/python/pyproject.toml")
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "pyproject.toml"), project, 0o644)
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			files[filepath.Join("../../scripts/python/tsock", e.Name())] = filepath.Join(pkg, e.Name())
+		}
 	}
-	return err
+	for from, to := range files {
+		data, err := os.ReadFile(from)
+		if err == nil {
+			err = os.WriteFile(to, data, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("copy the Python package: %w", err)
+		}
+	}
+	return nil
 }
 
 // TestPythonClient runs the Python client's tests (scripts/python/tests)
-// with the installed package, against real mounts of the binary under
-// test.
+// with the installed package: the format and the status view alone, then
+// against real mounts of the binary under test.
 func TestPythonClient(t *testing.T) {
 	fusetest.Need(t)
 	py := installedPython(t)
@@ -75,7 +96,7 @@ func TestPythonClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(py, "-m", "unittest", "-v", "test_tsock")
+	cmd := exec.Command(py, "-m", "unittest", "-v", "test_format", "test_status_view", "test_tsock")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "TSOCK_BIN="+tsockBinary(t), "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()

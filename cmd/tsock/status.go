@@ -12,22 +12,22 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/tsock/tsock/batchstore"
-	"github.com/tsock/tsock/producer/source"
-	"github.com/tsock/tsock/producer/source/remote"
 )
 
 // status renders MOUNTPOINT/status: one "key: value" per line.
-func (c *mountCommand) status() ([]byte, error) {
-	snap := c.store.Snapshot()
+func (c *mountCommand) status() ([]byte, error) { return []byte(c.statusText(c.snapshot())), nil }
+
+// statusText is a snapshot for people.
+func (c *mountCommand) statusText(s *mountSnapshot) string {
+	snap := s.store
 	var b strings.Builder
-	if c.ingest != nil {
-		c.ingestStatus(&b, snap)
+	if s.ingest != nil {
+		c.ingestStatus(&b, s)
 	} else {
-		c.producerStatus(&b, snap)
+		c.producerStatus(&b, s)
 	}
-	recent, overall := c.rate.rates(snap.SamplesPublished)
 	fmt.Fprintf(&b, "produced: %d batches, %d samples\n", snap.Published, snap.SamplesPublished)
-	fmt.Fprintf(&b, "produce rate: %.0f samples/s (last 10s), %.0f samples/s (overall)\n", recent, overall)
+	fmt.Fprintf(&b, "produce rate: %.0f samples/s (last 10s), %.0f samples/s (overall)\n", s.rate, s.rateOverall)
 	fmt.Fprintf(&b, "producer waited for room: %s\n", snap.ProducerWait.Round(time.Millisecond))
 	fmt.Fprintf(&b, "buffer: %s used of %s (%d batches held, %s being written)\n",
 		humanize.IBytes(uint64(snap.Used)), humanize.IBytes(uint64(snap.Limit)), snap.Held, humanize.IBytes(uint64(snap.Reserved)))
@@ -46,19 +46,18 @@ func (c *mountCommand) status() ([]byte, error) {
 		fmt.Fprintf(&b, "unwatched: no consumer for %s; %s of batches held for the next to join, %s\n",
 			time.Since(snap.Unwatched).Round(time.Second), humanize.IBytes(uint64(snap.Used)), bound)
 	}
-	fmt.Fprintf(&b, "data path: %s\n", c.mounted.DataPath())
+	fmt.Fprintf(&b, "data path: %s\n", s.dataPath)
 	// Batches read are forgotten by the kernel soon after: a number that
 	// keeps growing in a long run is memory that is not coming back.
 	pruning := "forgotten once released"
-	if !c.mounted.PrunesInodes() {
+	if !s.prunesInodes {
 		pruning = "kept until memory pressure: this kernel cannot be asked to forget them (NOTIFY_PRUNE, Linux 6.16+)"
 	}
-	fmt.Fprintf(&b, "batch inodes held by the kernel: %d (%s)\n", c.mounted.BatchInodes(), pruning)
-	if c.gpu != nil {
-		c.gpu.status(&b, snap.Consumers)
+	fmt.Fprintf(&b, "batch inodes held by the kernel: %d (%s)\n", s.batchInodes, pruning)
+	if s.gpu != nil {
+		s.gpu.status(&b, snap.Consumers)
 	}
-	if c.cache != nil {
-		cs := c.cache.Stats()
+	if cs := s.cache; cs != nil {
 		where := "in memory"
 		if cs.Dir != "" {
 			where = "on disk in " + printable(cs.Dir)
@@ -69,10 +68,9 @@ func (c *mountCommand) status() ([]byte, error) {
 			fmt.Fprintf(&b, "  not kept: %d files (writes to the cache directory failed: a full disk?)\n", cs.Dropped)
 		}
 	}
-	if c.ingest == nil {
-		ps := c.producer.Stats().Snapshot()
+	if ps := s.producer; ps != nil {
 		fmt.Fprintf(&b, "skipped inputs: %d\n", ps.Skipped)
-		if k, ok := c.producer.Kept(); ok {
+		if k := s.kept; k != nil {
 			fmt.Fprintf(&b, "kept: %s of %s, %d samples made once and copied into later epochs (%d copies)",
 				humanize.IBytes(uint64(k.Used)), humanize.IBytes(uint64(k.Limit)), k.Samples, k.Served)
 			if k.Refused > 0 {
@@ -87,19 +85,16 @@ func (c *mountCommand) status() ([]byte, error) {
 			}
 			b.WriteString("\n")
 		}
-		for _, s := range ps.RecentSkips {
-			fmt.Fprintf(&b, "  skipped: %s\n", printable(s))
+		for _, r := range ps.RecentSkips {
+			fmt.Fprintf(&b, "  skipped: %s\n", printable(r))
 		}
-		if rs, ok := source.As[source.Remote](c.cfg.Source); ok && rs.Store() != nil {
-			st := rs.Store()
-			fmt.Fprintf(&b, "remote: %s; %s/s over the last 10 s\n", rs.Remote(),
-				humanize.IBytes(uint64(c.rate.remoteRate(st.Stats.Bytes.Load()))))
+		if r := s.remote; r != nil {
+			fmt.Fprintf(&b, "remote: %s; %s/s over the last 10 s\n", r.line, humanize.IBytes(uint64(r.rate)))
 		}
-		if sh, ok := source.As[source.Skipper](c.cfg.Source); ok && len(sh.Skipped()) > 0 {
-			left := sh.Skipped()
+		if left := s.leftOut; len(left) > 0 {
 			fmt.Fprintf(&b, "left out when the shards were indexed: %d\n", len(left))
-			for _, s := range left[:min(len(left), 3)] {
-				fmt.Fprintf(&b, "  left out: %s\n", printable(s))
+			for _, l := range left[:min(len(left), 3)] {
+				fmt.Fprintf(&b, "  left out: %s\n", printable(l))
 			}
 		}
 	}
@@ -110,12 +105,12 @@ func (c *mountCommand) status() ([]byte, error) {
 	for _, cs := range snap.Consumers {
 		fmt.Fprintf(&b, "  %s\n", cs.Line())
 	}
-	return []byte(b.String()), nil
+	return b.String()
 }
 
 // ingestStatus is the head of status with --ingest.
-func (c *mountCommand) ingestStatus(b *strings.Builder, snap batchstore.Snapshot) {
-	st := c.ingest.Snapshot()
+func (c *mountCommand) ingestStatus(b *strings.Builder, s *mountSnapshot) {
+	st := s.ingest
 	fmt.Fprintf(b, "source: %s\n", c.ingestDescription())
 	epochs := "forever"
 	if c.cfg.Epochs > 0 {
@@ -123,9 +118,9 @@ func (c *mountCommand) ingestStatus(b *strings.Builder, snap batchstore.Snapshot
 	}
 	fmt.Fprintf(b, "batch size: %d (consumers' default)\n", c.cfg.BatchSize)
 	fmt.Fprintf(b, "epoch: %d of %s (%d samples of it published)\n", st.Epoch, epochs, st.Position)
-	_, state := producerState(snap, "")
+	state := s.stateText
 	if state == "producing" {
-		state = "waiting for a producer to write ingest/" + fmt.Sprintf("%06d.safetensors", c.ingest.Next())
+		state = "waiting for a producer to write ingest/" + fmt.Sprintf("%06d.safetensors", s.ingestNext)
 		if st.Writing != "" {
 			state = "writing " + st.Writing
 		}
@@ -136,26 +131,25 @@ func (c *mountCommand) ingestStatus(b *strings.Builder, snap batchstore.Snapshot
 		last = time.Since(st.LastWrite).Round(time.Second).String() + " ago"
 	}
 	fmt.Fprintf(b, "ingest: next %06d, %d refused, %d samples skipped, last write %s; %s\n",
-		c.ingest.Next(), st.Refused, st.Skipped, last, c.mounted.IngestPath())
+		s.ingestNext, st.Refused, st.Skipped, last, c.mounted.IngestPath())
 }
 
 // producerStatus is the head of status with the built-in pipeline.
-func (c *mountCommand) producerStatus(b *strings.Builder, snap batchstore.Snapshot) {
-	ps := c.producer.Stats().Snapshot()
+func (c *mountCommand) producerStatus(b *strings.Builder, s *mountSnapshot) {
+	ps := s.producer
 	cfg := c.cfg
 	fmt.Fprintf(b, "source: %s\n", printable(cfg.Source.Describe()))
 	fmt.Fprintf(b, "samples: %d\n", cfg.Source.Len())
 	fmt.Fprintf(b, "classes: %d\n", len(cfg.Source.Classes()))
 	fmt.Fprintf(b, "transform: %s, %dx%d %s, batch size %d, seed %d, %d workers\n",
 		cfg.Transform, cfg.ImageSize, cfg.ImageSize, cfg.Layout, cfg.BatchSize, cfg.Seed, cfg.Workers)
-	fmt.Fprintf(b, "decoder: %s\n", c.producer.Decoder())
+	fmt.Fprintf(b, "decoder: %s\n", s.decoder)
 	epochs := "forever"
 	if cfg.Epochs > 0 {
 		epochs = fmt.Sprint(cfg.Epochs)
 	}
 	fmt.Fprintf(b, "epoch: %d of %s (%d of %d samples)\n", ps.Epoch, epochs, ps.EpochDone, ps.EpochLen)
-	_, state := producerState(snap, ps.Failure)
-	fmt.Fprintf(b, "state: %s\n", state)
+	fmt.Fprintf(b, "state: %s\n", s.stateText)
 }
 
 // producerState is the producer's state: one word for programs
@@ -190,14 +184,6 @@ func (c *mountCommand) state() ([]byte, error) {
 	}
 	word, _ := producerState(c.store.Snapshot(), failure)
 	return []byte(word + "\n"), nil
-}
-
-// remoteStore is the object store the source reads; nil for local data.
-func (c *mountCommand) remoteStore() *remote.Store {
-	if s, ok := source.As[source.Remote](c.cfg.Source); ok {
-		return s.Store()
-	}
-	return nil
 }
 
 // rateMeter samples the store's sample count once a second, for a rate
@@ -286,10 +272,6 @@ func (m *rateMeter) rates(now uint64) (recent, overall float64) {
 	return recent, overall
 }
 
-// printable escapes what status files print that came from outside (file
-// names, error messages): control characters, newlines included, and
-// bytes that are not UTF-8 become Go escapes, so that no name can add a
-// line or make a reader's UTF-8 decoding fail.
 // classes renders MOUNTPOINT/classes: the source's class names, one a
 // line, in label order (line k is label k). A name with a control
 // character (a newline would split it) is written Go-quoted.
@@ -305,6 +287,10 @@ func (c *mountCommand) classes() ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
+// printable escapes what status files print that came from outside (file
+// names, error messages): control characters, newlines included, and
+// bytes that are not UTF-8 become Go escapes, so that no name can add a
+// line or make a reader's UTF-8 decoding fail.
 func printable(s string) string {
 	q := strconv.Quote(s)
 	return q[1 : len(q)-1]

@@ -144,54 +144,49 @@ type gpuDoc struct {
 
 // statusJSON renders MOUNTPOINT/status.json.
 func (c *mountCommand) statusJSON() ([]byte, error) {
-	snap := c.store.Snapshot()
-	recent, overall := c.rate.rates(snap.SamplesPublished)
+	return json.MarshalIndent(c.statusDoc(c.snapshot()), "", "  ")
+}
+
+// statusDoc is a snapshot for programs.
+func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
+	snap := s.store
 	doc := statusDoc{
-		Version: statusVersion, Uptime: snap.Uptime.Seconds(), DataPath: c.mounted.DataPath(),
+		Version: statusVersion, Uptime: snap.Uptime.Seconds(), DataPath: s.dataPath,
+		State: s.state, StateText: s.stateText, Skipped: s.skipped,
 		Producer: producerDoc{
 			BatchSize: c.cfg.BatchSize, Epochs: c.cfg.Epochs, Batches: snap.Published, Samples: snap.SamplesPublished,
-			Rate: recent, RateOverall: overall, RateHistory: c.rate.history(), Waited: snap.ProducerWait.Seconds(),
+			Rate: s.rate, RateOverall: s.rateOverall, RateHistory: s.rateHistory, Waited: snap.ProducerWait.Seconds(),
+			Epoch: s.epoch, EpochDone: s.epochDone, EpochLen: s.epochLen,
 		},
 		Buffer:    bufferDoc{Limit: snap.Limit, Used: snap.Used, Reserved: snap.Reserved, Mapped: snap.Lingering, Batches: snap.Held},
 		Consumers: []consumerDoc{},
 	}
-	p := &doc.Producer
-	if c.ingest != nil {
-		st := c.ingest.Snapshot()
-		doc.Mode, doc.Source, p.Unit, doc.Classes = "ingest", c.ingestDescription(), "samples", -1
-		p.Epoch, p.EpochDone, p.EpochLen = st.Epoch, st.Position, st.Samples
-		doc.Skipped = st.Skipped
-		doc.State, doc.StateText = producerState(snap, "")
+	if s.ingest != nil {
+		doc.Mode, doc.Source, doc.Producer.Unit, doc.Classes = "ingest", c.ingestDescription(), "samples", -1
 	} else {
-		ps := c.producer.Stats().Snapshot()
-		doc.Mode, doc.Source, p.Unit, doc.Classes = "pipeline", c.cfg.Source.Describe(), "images", len(c.cfg.Source.Classes())
-		p.Epoch, p.EpochDone, p.EpochLen = ps.Epoch, ps.EpochDone, ps.EpochLen
-		doc.Skipped = ps.Skipped
-		doc.State, doc.StateText = producerState(snap, ps.Failure)
+		doc.Mode, doc.Source, doc.Producer.Unit, doc.Classes = "pipeline", c.cfg.Source.Describe(), "images", len(c.cfg.Source.Classes())
 	}
-	for _, cs := range snap.Consumers {
-		doc.Consumers = append(doc.Consumers, c.consumerDoc(cs, uint64(p.EpochLen)))
+	for k, cs := range snap.Consumers {
+		d := c.consumerDoc(cs, uint64(s.epochLen))
+		if s.gpu != nil {
+			mem := s.gpu.memory(k)
+			d.GPUMemory = &mem
+		}
+		doc.Consumers = append(doc.Consumers, d)
 	}
-	if c.gpu != nil {
-		doc.GPU = c.gpu.doc()
+	if g := s.gpu; g != nil {
+		doc.GPU = &gpuDoc{Name: g.info.Name, UUID: g.info.UUID, Slabs: g.slabs, SlabSize: g.slabSize, InUse: g.inUse}
 	}
-	if c.cache != nil {
-		cs := c.cache.Stats()
+	if cs := s.cache; cs != nil {
 		doc.Cache = &cacheDoc{Limit: cs.Limit, Used: cs.Used, Files: cs.Files, Hits: cs.Hits, Misses: cs.Misses, Dropped: cs.Dropped, Dir: cs.Dir}
 	}
-	if c.producer != nil {
-		if k, ok := c.producer.Kept(); ok {
-			doc.Kept = &keptDoc{Limit: k.Limit, Used: k.Used, Samples: k.Samples, Served: k.Served, Refused: k.Refused}
-		}
+	if k := s.kept; k != nil {
+		doc.Kept = &keptDoc{Limit: k.Limit, Used: k.Used, Samples: k.Samples, Served: k.Served, Refused: k.Refused}
 	}
-	if st := c.remoteStore(); st != nil {
-		bytes := st.Stats.Bytes.Load()
-		doc.Remote = &remoteDoc{
-			Endpoint: st.Endpoint(), Requests: st.Stats.Requests.Load(), Retries: st.Stats.Retries.Load(),
-			Failures: st.Stats.Failures.Load(), Bytes: bytes, Rate: c.rate.remoteRate(bytes),
-		}
+	if r := s.remote; r != nil {
+		doc.Remote = &remoteDoc{Endpoint: r.endpoint, Requests: r.requests, Retries: r.retries, Failures: r.failures, Bytes: r.bytes, Rate: r.rate}
 	}
-	return json.MarshalIndent(doc, "", "  ")
+	return doc
 }
 
 // consumerDoc is one consumer's part of status.json; epochLen is the
@@ -212,10 +207,6 @@ func (c *mountCommand) consumerDoc(cs batchstore.ConsumerSnapshot, epochLen uint
 	d.EpochDone = cs.EpochSamples
 	if cs.Done && epochLen > 0 {
 		d.EpochDone = epochLen // skipped samples leave its last epoch short
-	}
-	if c.gpu != nil {
-		mem := c.gpu.consumerMemory(cs)
-		d.GPUMemory = &mem
 	}
 	return d
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/producer/producertest"
 )
 
@@ -35,7 +36,7 @@ func statusMount(t *testing.T) (d *daemon, buffer int64) {
 	if err := os.Mkdir(filepath.Join(d.dir, "consumers", "idle-trial"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the producer fills the buffer for idle-trial, then waits", func() bool {
+	waittest.Until(t, "the producer fills the buffer for idle-trial, then waits", func() bool {
 		return readFile(t, filepath.Join(d.dir, "state")) == "full\n"
 	})
 	return d, buffer

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed" // release
 	"fmt"
 	"io"
 	"os"
@@ -13,13 +14,21 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
+	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/gpu"
 	"github.com/tsock/tsock/producer/pipeline/turbo"
 )
 
 // version is stamped at build time (-ldflags "-X main.version=v1.2.3");
-// unstamped, the build's own record says which commit this is.
+// unstamped, it is release, and the build's own record says which commit
+// this is.
 var version string
+
+// release is the version of this tree: cmd/tsock/VERSION, which the
+// Python client installs as its own version too.
+//
+//go:embed VERSION
+var release string
 
 // versionCommand is `tsock version` (and `tsock --version`): what this
 // binary is and what this machine offers it, to paste into a bug report.
@@ -70,7 +79,7 @@ func versionReport(p machineProbe) string {
 	}
 	line("tsock", "%s", buildVersion())
 	line("go", "%s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	kernel, major, minor := kernelRelease()
+	kernel, major, minor := fs.Kernel()
 	root := os.Geteuid() == 0
 	line("kernel", "Linux %s", kernel)
 	line("user", "%s", map[bool]string{true: "root", false: fmt.Sprintf("uid %d (not root)", os.Geteuid())}[root])
@@ -96,8 +105,8 @@ func versionReport(p machineProbe) string {
 func buildVersion() string {
 	info, ok := debug.ReadBuildInfo()
 	v := version
-	if v == "" && ok {
-		v = info.Main.Version
+	if v == "" {
+		v = strings.TrimSpace(release)
 	}
 	if v == "" {
 		v = "(unknown)"
@@ -119,17 +128,6 @@ func buildVersion() string {
 		}
 	}
 	return v
-}
-
-// kernelRelease is uname -r and its major and minor numbers.
-func kernelRelease() (release string, major, minor int) {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return "unknown", 0, 0
-	}
-	release = unix.ByteSliceToString(u.Release[:])
-	fmt.Sscanf(release, "%d.%d", &major, &minor)
-	return release, major, minor
 }
 
 // passthrough says whether FUSE passthrough (Linux 6.9+, as root) serves

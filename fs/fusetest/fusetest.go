@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/tsock/tsock/fs"
 )
 
 // Need skips, loudly, where a real mount is impossible: no /dev/fuse, or
@@ -32,4 +34,16 @@ func Mounted(t testing.TB, dir string) bool {
 		}
 	}
 	return false
+}
+
+// NeedKernel skips, saying why, where the running kernel is older than
+// major.minor, which feature needs: a prerequisite of the machine, not a
+// fault of tsock. (scripts/test.sh fails CI on any skip: CI's kernel has
+// every feature.)
+func NeedKernel(t testing.TB, major, minor int, feature string) {
+	t.Helper()
+	release, maj, min := fs.Kernel()
+	if maj < major || (maj == major && min < minor) {
+		t.Skipf("SKIPPED: %s needs Linux %d.%d or later; this kernel is %s", feature, major, minor, release)
+	}
 }

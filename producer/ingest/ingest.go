@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -152,6 +153,10 @@ type Writer struct {
 	file *memfile.File // nil once the store has it, or once dropped
 	done bool          // published or refused: later flushes do nothing
 	size atomic.Int64  // the batch's length so far, for status
+	// tooLarge: a write was refused for the buffer (EFBIG), so the batch
+	// lacks bytes its writer meant it to have: its close refuses it for
+	// that, not for what the parser makes of what is left.
+	tooLarge atomic.Pointer[error]
 }
 
 // Create starts batch seq, which must be the next one: it waits for
@@ -238,12 +243,37 @@ func (w *Writer) room(ctx context.Context, off, n int64) error {
 	}
 	limit := w.in.store.Limit()
 	if off < 0 || n < 0 || off > limit || n > limit-off {
-		return fmt.Errorf("batch %06d: %d bytes at %d: %w (--buffer is %d)", w.seq, n, off, batchstore.ErrTooLarge, limit)
+		err := fmt.Errorf("batch %06d: %d bytes at %d: %w (--buffer is %d)", w.seq, n, off, batchstore.ErrTooLarge, limit)
+		w.refuseTooLarge(err)
+		return err
 	}
 	if err := w.res.Grow(ctx, off+n); err != nil {
-		return fmt.Errorf("batch %06d: wait for room for %d bytes: %w", w.seq, off+n, err)
+		err = fmt.Errorf("batch %06d: wait for room for %d bytes: %w", w.seq, off+n, err)
+		if errors.Is(err, batchstore.ErrTooLarge) {
+			w.refuseTooLarge(err)
+		}
+		return err
 	}
 	return nil
+}
+
+// refuseTooLarge refuses the batch at its first write past the buffer,
+// counted and said at once (ingest/status, ingest/refusal): a batch whose
+// first write failed so is empty at its close, which rules nothing.
+// Callers hold w.mu (shared).
+func (w *Writer) refuseTooLarge(err error) {
+	if !w.tooLarge.CompareAndSwap(nil, &err) {
+		return
+	}
+	w.in.mu.Lock()
+	defer w.in.mu.Unlock()
+	w.in.refused(w.seq, err)
+}
+
+// refused counts a refusal of batch seq. Callers hold in.mu.
+func (in *Ingest) refused(seq uint64, err error) {
+	in.stats.Refused++
+	in.stats.LastRefusal = fmt.Sprintf("%06d: %s", seq, strings.TrimPrefix(err.Error(), fmt.Sprintf("batch %06d: ", seq)))
 }
 
 // grew notes that the batch is at least end bytes long.
@@ -285,7 +315,12 @@ func (w *Writer) Close(ctx context.Context) error {
 	}
 	// Any failure, an interrupted wait for room included, refuses the
 	// batch: its number can be written again.
-	err = w.publish(ctx, size)
+	tooLarge := w.tooLarge.Load()
+	if tooLarge != nil {
+		err = *tooLarge
+	} else {
+		err = w.publish(ctx, size)
+	}
 	in := w.in
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -294,9 +329,8 @@ func (w *Writer) Close(ctx context.Context) error {
 		in.writer = nil
 	}
 	in.stats.LastWrite = time.Now()
-	if err != nil {
-		in.stats.Refused++
-		in.stats.LastRefusal = fmt.Sprintf("%06d: %v", w.seq, err)
+	if err != nil && tooLarge == nil { // a write past the buffer was counted then
+		in.refused(w.seq, err)
 	}
 	return err
 }

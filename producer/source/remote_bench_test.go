@@ -84,7 +84,7 @@ func BenchmarkRemoteEpochs(b *testing.B) {
 			b.Fatal(err)
 		}
 		s1, sl := epochRates(b, shards, 3, 64)
-		cached := source.NewCache(shards.(source.Source), 8<<30)
+		cached := source.NewCache(shards, 8<<30)
 		c1, cl := epochRates(b, cached, 3, 64)
 		fmt.Printf("remote-epochs folder %.0f %.0f s3 %.0f %.0f s3-cache %.0f %.0f\n", f1, fl, s1, sl, c1, cl)
 	}

@@ -187,7 +187,7 @@ func TestCacheSparesTheNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := source.NewCache(src.(source.Source), 64<<20)
+	cache := source.NewCache(src, 64<<20)
 	producertest.Produce(t, producertest.Config(cache, 4, 1, 1))
 	first := src.(*source.Shards).Remote()
 	producertest.Produce(t, producertest.Config(cache, 4, 1, 1))

@@ -26,9 +26,9 @@ LABELS = np.arange(256, dtype=np.int64)
 def write(mount, shm, batches):
     batch = {"images": IMAGES, "labels": LABELS}
     p = tsock.Producer(mount)
-    tensors, _ = tsock._flatten(batch)
+    tensors, _ = tsock.batchfile.flatten(batch)
     sides = {"mount": lambda i: p.publish(batch),
-             "shm": lambda i: tsock._write_batch(os.path.join(shm, "%06d.safetensors" % i), tensors, {})}
+             "shm": lambda i: tsock.batchfile.write_batch(os.path.join(shm, "%06d.safetensors" % i), tensors, {})}
     seconds = {"mount": 0.0, "shm": 0.0}
     for i in range(int(batches)):
         for side in ("mount", "shm") if i % 2 == 0 else ("shm", "mount"):

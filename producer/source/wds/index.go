@@ -62,7 +62,7 @@ func Index(r io.Reader) ([]Sample, []Skip, error) {
 			}
 			return ix.samples, ix.skips, fmt.Errorf("tar header at byte %d: %w", pr.pos, err)
 		}
-		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeRegA {
+		if h.Typeflag != tar.TypeReg { // archive/tar reads the old TypeRegA as TypeReg
 			continue
 		}
 		key, ext := splitName(h.Name)

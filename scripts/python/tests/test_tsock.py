@@ -394,8 +394,19 @@ class PackageTest(unittest.TestCase):
             src = os.path.join(ROOT, "scripts", "python")
             self.assertFalse(os.path.abspath(tsock.__file__).startswith(src + os.sep),
                              f"tsock imported from the source tree ({tsock.__file__}), not the installed package")
-        for name in ("py.typed", "status.py", "__main__.py"):
+        for name in ("py.typed", "VERSION", "__main__.py", "batchfile.py", "consumer.py", "control.py", "cuda.py",
+                     "errors.py", "ingest.py", "loader.py", "status.py"):
             self.assertTrue(os.path.isfile(os.path.join(os.path.dirname(tsock.__file__), name)), name)
+
+    def test_version_is_the_binarys(self):
+        """One version for the binary and the client: cmd/tsock/VERSION."""
+        with open(os.path.join(ROOT, "cmd", "tsock", "VERSION")) as f:
+            want = f.read().strip()
+        self.assertEqual(tsock.__version__, want)
+        out = subprocess.run([tsock_binary(), "version"], capture_output=True, text=True, check=True).stdout
+        first = out.splitlines()[0].split(":", 1)
+        self.assertEqual(first[0], "tsock", out)
+        self.assertTrue(first[1].strip().startswith(want), out)
 
     def run_status(self, *args):
         return subprocess.run([PY, "-m", "tsock", "status", *args], capture_output=True, text=True, timeout=60)
@@ -734,7 +745,7 @@ class GPUTest(unittest.TestCase):
         def synchronize():
             held_at_sync.append(cuda_files_open())
 
-        tsock._handles.clear()
+        tsock.cuda._handles.clear()
         samples = 0
         with tsock.cuda_batches(m.dir, open_handle=open_handle, concat=concat, synchronize=synchronize) as c:
             for b in c:

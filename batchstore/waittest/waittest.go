@@ -1,0 +1,49 @@
+// Package waittest is the one way tests wait for a state that is reached
+// with no event to wait on: the kernel's asynchronous RELEASE after a
+// close, another goroutine's or another process's progress. It polls,
+// and fails the test after a bound far above any healthy wait, so that
+// a hang fails instead of blocking the suite; the bound is never a
+// measure of speed.
+package waittest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Limit bounds every wait.
+const Limit = 20 * time.Second
+
+// Until polls cond every millisecond until it holds, failing t after
+// Limit with what it waited for.
+func Until(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	Report(t, cond, func() string { return "until " + what })
+}
+
+// Wait is Until for a goroutine that is not the test's own (which may not
+// end the test): it returns an error naming what it waited for instead.
+func Wait(what string, cond func() bool) error {
+	deadline := time.Now().Add(Limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waited %s until %s", Limit, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// Report is Until with the failure's words made when it fails: the state
+// that was reached instead (a status file, goroutine stacks).
+func Report(t testing.TB, cond func() bool, failure func() string) {
+	t.Helper()
+	deadline := time.Now().Add(Limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s: %s", Limit, failure())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

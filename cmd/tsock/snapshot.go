@@ -1,0 +1,141 @@
+package main
+
+import (
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/gpu"
+	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/ingest"
+	"github.com/tsock/tsock/producer/source"
+)
+
+// mountSnapshot is everything the mount's views say, gathered once per
+// request: MOUNTPOINT/status (text), status.json (and the HTTP one) and
+// metrics (Prometheus) each render one, so the three never disagree and
+// no counter is read twice for one answer. What is fixed for the mount's
+// life (flags, the source's size) is read from the command itself.
+type mountSnapshot struct {
+	store                      batchstore.Snapshot
+	rate, rateOverall          float64   // samples/s, the last 10 s and since the start
+	rateHistory                []float64 // each second of the last minute, oldest first
+	state, stateText           string    // MOUNTPOINT/state's word, and a line for people
+	producer                   *producer.StatsSnapshot
+	decoder                    string
+	ingest                     *ingest.Stats // with --ingest
+	ingestNext                 uint64
+	cache                      *source.CacheStats // with --cache
+	kept                       *producer.KeptStats
+	remote                     *remoteSnapshot // with an object-store source
+	leftOut                    []string        // members the shards' indexing left out
+	dataPath                   string
+	batchInodes                int
+	prunesInodes               bool
+	gpu                        *gpuSnapshot // with --device
+	epoch, epochDone, epochLen int
+	skipped                    int
+}
+
+// remoteSnapshot is an object store's traffic so far.
+type remoteSnapshot struct {
+	line, endpoint              string
+	requests, retries, failures uint64
+	bytes                       int64
+	rate                        float64 // bytes/s, the last 10 s
+}
+
+// gpuSnapshot is the GPU's state; consumers follow the store snapshot's
+// order.
+type gpuSnapshot struct {
+	info        gpu.DeviceInfo
+	slabs       int
+	slabSize    int64
+	inUse       int
+	free, total int64
+	memInfo     bool // free and total are known
+	upload      string
+	nvml        bool
+	nvmlWhy     string
+	consumers   []gpuConsumer
+}
+
+// gpuConsumer is what NVML reports a consumer's process holds.
+type gpuConsumer struct {
+	pid int
+	mem uint64
+	ok  bool
+}
+
+// snapshot gathers the mount's state.
+func (c *mountCommand) snapshot() *mountSnapshot {
+	s := &mountSnapshot{store: c.store.Snapshot()}
+	s.rate, s.rateOverall = c.rate.rates(s.store.SamplesPublished)
+	s.rateHistory = c.rate.history()
+	failure := ""
+	if c.ingest != nil {
+		st := c.ingest.Snapshot()
+		s.ingest, s.ingestNext = &st, c.ingest.Next()
+		s.epoch, s.epochDone, s.epochLen, s.skipped = st.Epoch, st.Position, st.Samples, st.Skipped
+	} else {
+		ps := c.producer.Stats().Snapshot()
+		s.producer, s.decoder, failure = &ps, c.producer.Decoder(), ps.Failure
+		s.epoch, s.epochDone, s.epochLen, s.skipped = ps.Epoch, ps.EpochDone, ps.EpochLen, ps.Skipped
+		if k, ok := c.producer.Kept(); ok {
+			s.kept = &k
+		}
+	}
+	s.state, s.stateText = producerState(s.store, failure)
+	if c.cache != nil {
+		cs := c.cache.Stats()
+		s.cache = &cs
+	}
+	if rs, ok := source.As[source.Remote](c.cfg.Source); ok && rs.Store() != nil {
+		st := &rs.Store().Stats
+		bytes := st.Bytes.Load()
+		s.remote = &remoteSnapshot{
+			line: rs.Remote(), endpoint: rs.Store().Endpoint(), requests: st.Requests.Load(), retries: st.Retries.Load(),
+			failures: st.Failures.Load(), bytes: bytes, rate: c.rate.remoteRate(bytes),
+		}
+	}
+	if sk, ok := source.As[source.Skipper](c.cfg.Source); ok {
+		s.leftOut = sk.Skipped()
+	}
+	s.dataPath, s.batchInodes, s.prunesInodes = c.mounted.DataPath(), c.mounted.BatchInodes(), c.mounted.PrunesInodes()
+	if c.gpu != nil {
+		s.gpu = c.gpu.snapshot(s.store.Consumers)
+	}
+	return s
+}
+
+// snapshot is the GPU's part of a mount snapshot: NVML is asked once per
+// consumer.
+func (g *gpuMode) snapshot(consumers []batchstore.ConsumerSnapshot) *gpuSnapshot {
+	slabs := g.pool.Slabs()
+	s := &gpuSnapshot{
+		info: g.driver.Info(), slabs: len(slabs), slabSize: slabs[0].Size, inUse: g.pool.InUse(),
+		upload: g.pool.UploadPath(),
+	}
+	if free, total, err := g.driver.MemInfo(); err == nil {
+		s.free, s.total, s.memInfo = int64(free), int64(total), true
+	}
+	s.nvml, s.nvmlWhy = g.monitor.Available()
+	for _, cs := range consumers {
+		var gc gpuConsumer
+		if s.nvml {
+			gc.pid = processOf(int(cs.Caller))
+			gc.mem, gc.ok = g.monitor.ProcessMemory(s.info.UUID, gc.pid)
+		}
+		s.consumers = append(s.consumers, gc)
+	}
+	return s
+}
+
+// memory is consumer k's GPU memory for status.json: -1 where NVML
+// cannot tell, 0 where it reports none.
+func (s *gpuSnapshot) memory(k int) int64 {
+	switch c := s.consumers[k]; {
+	case !s.nvml:
+		return -1
+	case c.ok:
+		return int64(c.mem)
+	}
+	return 0
+}

@@ -1,0 +1,222 @@
+"""Reading a mount: a consumer joins, reads its batches in order, leaves."""
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import weakref
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+
+from tsock.batchfile import Path, load_batch
+from tsock import status
+from tsock.control import leave, read_classes, read_text, state
+from tsock.errors import GONE, TsockError
+
+
+class Consumer:
+    """One consumer of a tsock mount: joins on creation, leaves on close.
+
+    mount: the mountpoint. name: the consumer's name (a unique one by
+    default). batch_size: this consumer's own batch size (the producer's
+    by default). Iterating yields every batch of every epoch in order;
+    epochs() yields one iterator per epoch. It leaves (rmdir) on close(),
+    at the end of a with block, when collected, or at interpreter exit.
+    """
+
+    def __init__(self, mount: Path, name: Optional[str] = None, batch_size: Optional[int] = None,
+                 writable: bool = False, subset: Union[None, str, Sequence[int], np.ndarray] = None) -> None:
+        self.mount = os.fspath(mount)
+        consumers = os.path.join(self.mount, "consumers")
+        if not os.path.isfile(os.path.join(self.mount, "status")) or not os.path.isdir(consumers):
+            raise TsockError(f"{self.mount}: not a tsock mount (no status file or consumers/): is `tsock mount` running?")
+        self.name = name or f"py-{os.getpid()}-{secrets.token_hex(3)}"
+        self.dir = os.path.join(consumers, self.name)
+        try:
+            os.mkdir(self.dir)
+        except FileExistsError:
+            raise TsockError(f"consumer {self.name!r} already exists in {self.mount}: pick another name") from None
+        except OSError as e:
+            raise TsockError(f"join {self.mount} as {self.name!r}: {e.strerror} (names: 1-64 of A-Za-z0-9_.-)") from None
+        self._finalizer = weakref.finalize(self, leave, self.dir)
+        if batch_size is not None:
+            try:
+                with open(os.path.join(self.dir, "batch_size"), "w") as f:
+                    f.write(f"{int(batch_size)}\n")
+            except OSError as e:
+                self.close()
+                raise TsockError(f"batch size {batch_size!r} for {self.name}: {e.strerror}") from None
+        if subset is not None:
+            try:
+                self.set_subset(subset)
+            except TsockError:
+                self.close()
+                raise
+        self._suffix = ".safetensors"
+        self._load = (lambda path: load_batch(path, writable=True)) if writable else load_batch
+        self.epoch = None  # the consumer's epoch of the last batch read
+        self.meta = None  # the last batch's metadata
+        # The dataset indices of the last batch read (a copy: a view would
+        # hold the batch), or None where batches carry none or hold them
+        # on the GPU.
+        self.indices = None
+        self._next = 0  # the next batch number to open
+        self._pending = None  # a batch read ahead to find an epoch's end
+
+    def __repr__(self) -> str:
+        return f"tsock.Consumer({self.mount!r}, name={self.name!r})"
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Leaves the mount; batches still alive stay readable."""
+        self._pending = None
+        self._finalizer()
+
+    def set_subset(self, subset: Union[str, Sequence[int], np.ndarray]) -> None:
+        """What this consumer trains on: "all", "fold K/N", "holdout K/N",
+        "classes A B ...", or dataset indices (a sequence or an array).
+        Before the first batch it applies at once; later, from a coming
+        epoch of this consumer's (never inside one). A bad one raises
+        TsockError and changes nothing."""
+        if isinstance(subset, str):
+            data = (subset.strip() + "\n").encode()
+        else:
+            data = np.asarray(subset, dtype="<i8").tobytes()  # binary: tsock tells it by its NUL bytes
+        try:
+            with open(os.path.join(self.dir, "subset"), "wb", buffering=0) as f:
+                f.write(data)
+        except OSError as e:
+            raise TsockError(f"subset {subset if isinstance(subset, str) else f'of {len(data) // 8} indices'!r} "
+                             f"for {self.name}: {e.strerror}; see {self.dir}/status") from None
+
+    @property
+    def subset(self) -> str:
+        """The subset file's form: "all", "fold 2/5", "list of 1200", ..."""
+        return read_text(os.path.join(self.dir, "subset")).strip()
+
+    @property
+    def classes(self) -> Optional[List[str]]:
+        """The source's class names in label order (classes[k] is label
+        k's), from MOUNTPOINT/classes: what a model's output layer is sized
+        by. None on an --ingest mount, where only the producer knows them."""
+        return read_classes(self.mount)
+
+    def status(self) -> Dict[str, Any]:
+        """This consumer's entry of MOUNTPOINT/status.json: state, epoch,
+        epoch_done of epoch_len, lag_batches, open_batches, wait_share, …"""
+        try:
+            doc = status.read(self.mount)
+        except status.StatusError as e:
+            raise TsockError(str(e)) from None
+        for c in doc["consumers"]:
+            if c["name"] == self.name:
+                return c
+        raise TsockError(f"consumer {self.name} is gone from {self.mount}")
+
+    def _check_end(self) -> None:
+        """Called on ENOENT for the next batch: that is the consumer's end,
+        unless the consumer is gone or the producer failed."""
+        if not os.path.isdir(self.dir):
+            raise TsockError(f"consumer {self.name} is gone from {self.mount} (removed from elsewhere?)")
+        self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if state(os.path.join(self.mount, "state")) == "failed":
+            try:
+                why = status.read(self.mount)["state_text"]
+            except status.StatusError:
+                why = "failed"
+            raise TsockError(f"{self.mount}: the producer {why}") from None
+
+    def _take(self) -> Any:
+        """The next batch, or None after the last one."""
+        if self._pending is not None:
+            b, self._pending = self._pending, None
+            return b
+        if not self._finalizer.alive:
+            raise TsockError(f"consumer {self.name} is closed")
+        path = os.path.join(self.dir, "%06d%s" % (self._next, self._suffix))
+        try:
+            b = self._load(path)
+        except FileNotFoundError:
+            self._check_end()
+            return None
+        except OSError as e:
+            if e.errno in (errno.EIO, errno.ENODATA):  # ENODATA: every sample was skipped
+                if state(os.path.join(self.dir, "state")) == "evicted":
+                    why = self.status().get("evicted", "")
+                    raise TsockError(f"consumer {self.name} was evicted: {why}") from None
+                self._raise_if_failed()
+            if e.errno == errno.EDEADLK:
+                why = self.status().get("deadlock") or "its waits fail with EDEADLK: hold fewer batches at once"
+                raise TsockError(f"consumer {self.name}: {path}: a wait that could never end: {why} "
+                                 f"(batches kept open or mapped count against the buffer until dropped)") from None
+            if e.errno in GONE:
+                raise TsockError(f"{self.mount}: the tsock daemon is stopping or gone ({e.strerror}): "
+                                 f"consumer {self.name} did not reach its end") from None
+            raise TsockError(f"consumer {self.name}: open {path}: {e.strerror}") from None
+        self._next += 1
+        self.epoch, self.meta = b.epoch, b.meta
+        idx = b.get("indices")
+        # GPU batches keep theirs on the device, in the batch.
+        self.indices = np.array(idx) if isinstance(idx, np.ndarray) else None
+        return b
+
+    def __iter__(self) -> Iterator[Any]:
+        """Every batch of every epoch, in order."""
+        while (b := self._take()) is not None:
+            yield b.value
+            b = None  # hold no batch while opening the next: the buffer may have room for one
+
+    def epochs(self) -> Iterator[Iterator[Any]]:
+        """One iterator per epoch of this consumer, in order.
+
+        An epoch ends where the next begins (the first batch of the next
+        epoch is read ahead) or at the consumer's end. Moving to the next
+        epoch before finishing one consumes the rest of it unread.
+        """
+        while (epoch := self._next_epoch()) is not None:
+            yield epoch
+            epoch.drain()
+            epoch = None
+
+    def _next_epoch(self) -> "_Epoch":
+        first = self._take()
+        return None if first is None else _Epoch(self, first)
+
+
+class _Epoch:
+    """The batches of one epoch of a consumer."""
+
+    def __init__(self, consumer: Consumer, first: Any) -> None:
+        self.consumer = consumer
+        self.number = first.epoch
+        self._first = first
+        self._over = False
+
+    def __iter__(self) -> "_Epoch":
+        return self
+
+    def __next__(self) -> Any:
+        if self._first is not None:
+            b, self._first = self._first, None
+            return b.value
+        if self._over:
+            raise StopIteration
+        b = self.consumer._take()
+        if b is None or b.epoch != self.number:
+            self.consumer._pending = b
+            self._over = True
+            raise StopIteration
+        return b.value
+
+    def drain(self) -> None:
+        """Consumes the rest of the epoch unread."""
+        for _ in self:
+            pass
