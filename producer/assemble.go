@@ -65,7 +65,7 @@ func (p *Producer) assemble(ctx context.Context, pool chan<- []byte, results <-c
 // add places one result; it publishes when the batch is full or the
 // epoch is over.
 func (a *assembler) add(ctx context.Context, t *task) error {
-	if errors.Is(t.err, remote.ErrUnavailable) {
+	if remote.StoreFault(t.err) || errors.Is(t.err, batchstore.ErrSkipBudget) {
 		return fmt.Errorf("sample %s: %w", a.p.cfg.Source.Name(t.index), t.err)
 	}
 	if t.epoch != a.epoch {

@@ -14,19 +14,23 @@ type kept struct {
 	limit   int64
 	mu      sync.RWMutex
 	samples [][]byte // by dataset index; nil: not kept
-	used    int64
-	count   int
-	served  atomic.Uint64 // samples copied out instead of made
-	refused atomic.Uint64 // samples made but not kept: no room
+	// versions: each kept sample's version (source.Versioned) when it
+	// was made; a copy is served only while its file is still that one.
+	versions []string
+	used     int64
+	count    int
+	served   atomic.Uint64 // samples copied out instead of made
+	refused  atomic.Uint64 // samples made but not kept: no room
 }
 
 func newKept(limit int64) *kept { return &kept{limit: limit} }
 
-// get copies sample i's kept bytes into dst, if kept.
-func (k *kept) get(i int, dst []byte) bool {
+// get copies sample i's kept bytes into dst, if kept from the version
+// the file has now.
+func (k *kept) get(i int, version string, dst []byte) bool {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	if i >= len(k.samples) || k.samples[i] == nil || len(k.samples[i]) != len(dst) {
+	if i >= len(k.samples) || k.samples[i] == nil || len(k.samples[i]) != len(dst) || k.versions[i] != version {
 		return false
 	}
 	copy(dst, k.samples[i])
@@ -34,12 +38,18 @@ func (k *kept) get(i int, dst []byte) bool {
 	return true
 }
 
-// keep keeps a copy of sample i's made bytes if there is room.
-func (k *kept) keep(i int, made []byte) {
+// keep keeps a copy of sample i's made bytes (from version) if there is
+// room; a copy of an older version is replaced.
+func (k *kept) keep(i int, version string, made []byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if i < len(k.samples) && k.samples[i] != nil {
-		return
+		if k.versions[i] == version {
+			return
+		}
+		k.used -= int64(len(k.samples[i])) // its file changed: this making replaces it
+		k.samples[i] = nil
+		k.count--
 	}
 	if k.used+int64(len(made)) > k.limit {
 		k.refused.Add(1)
@@ -47,7 +57,9 @@ func (k *kept) keep(i int, made []byte) {
 	}
 	if i >= len(k.samples) {
 		k.samples = append(k.samples, make([][]byte, i+1-len(k.samples))...)
+		k.versions = append(k.versions, make([]string, i+1-len(k.versions))...)
 	}
+	k.versions[i] = version
 	k.samples[i] = append([]byte(nil), made...)
 	k.used += int64(len(made))
 	k.count++

@@ -41,6 +41,10 @@ type Config struct {
 	// GPU, if set, gets a copy of every batch's data in one of its slabs
 	// before the batch is published (--device).
 	GPU *gpu.Pool
+	// MaxSkipped bounds the samples skipped for their own bytes
+	// (--max-skipped); past it the run fails. The zero value bounds
+	// nothing.
+	MaxSkipped batchstore.SkipBudget
 }
 
 // Validate checks the numbers a user gives.
@@ -114,6 +118,7 @@ func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator) (*Produc
 		return nil, err
 	}
 	p := &Producer{cfg: cfg, store: store, alloc: alloc, stats: newStats(), useTurbo: useTurbo, decoder: describe}
+	p.stats.budget = func(skipped int) error { return cfg.MaxSkipped.Check(skipped, cfg.Source.Len()) }
 	if cfg.Keep > 0 {
 		p.kept = newKept(cfg.Keep)
 	}
@@ -130,10 +135,11 @@ func (p *Producer) Config() Config { return p.cfg }
 type task struct {
 	seq      uint64
 	epoch    int
-	index    int  // dataset index
-	last     bool // the epoch's last sample
-	epochLen int  // samples in this epoch's order
-	pos      int  // position in this epoch's order
+	index    int    // dataset index
+	version  string // the sample's version when it was read (source.Versioned)
+	last     bool   // the epoch's last sample
+	epochLen int    // samples in this epoch's order
+	pos      int    // position in this epoch's order
 	buf      []byte
 	err      error
 }
@@ -261,6 +267,11 @@ func (p *Producer) rescan(epoch int) {
 		slog.Warn("rescan failed: the samples known stay", "err", err)
 		return
 	}
+	if v, ok := source.As[source.Versioned](p.cfg.Source); ok {
+		if n := p.stats.retryChanged(v); n > 0 {
+			slog.Info("rescan: samples skipped before whose files changed are tried again", "samples", n, "epoch", epoch)
+		}
+	}
 	if added > 0 {
 		p.store.GrowSamples(p.cfg.Source.Len())
 		p.stats.added(added, epoch)
@@ -274,7 +285,9 @@ func (p *Producer) work(ctx context.Context, tasks <-chan *task, results chan<- 
 	defer w.close()
 	for t := range tasks {
 		t.err = w.make(ctx, t)
-		p.stats.verdict(t.index, p.cfg.Source.Name(t.index), t.err)
+		if over := p.stats.verdict(t.index, t.version, p.cfg.Source.Name(t.index), t.err); over != nil {
+			t.err = over // the pipeline stops on it
+		}
 		select {
 		case results <- t:
 		case <-ctx.Done():

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/producer/source"
 	"github.com/tsock/tsock/producer/source/remote"
 )
 
@@ -20,8 +22,9 @@ type Stats struct {
 	epoch     int // epoch being dispatched
 	epochLen  int // samples in its order
 	epochDone int // samples of it made or skipped
-	bad       map[int]string
-	recent    []string // the last few skip reasons
+	bad       map[int]badSample
+	budget    func(skipped int) error // the skip budget's check
+	recent    []string                // the last few skip reasons
 	decoded   uint64
 	started   time.Time
 	failure   error
@@ -40,7 +43,7 @@ func (s *Stats) added(n, epoch int) {
 
 func newStats() *Stats {
 	return &Stats{
-		changed: make(chan struct{}), bad: map[int]string{}, started: time.Now(),
+		changed: make(chan struct{}), bad: map[int]badSample{}, started: time.Now(),
 	}
 }
 
@@ -98,29 +101,62 @@ func (s *Stats) beginEpoch(epoch, n int) {
 
 const recentSkips = 5
 
-// verdict records that sample index of the epoch being dispatched was
-// made (err nil) or failed.
-func (s *Stats) verdict(index int, name string, err error) {
+// badSample is a skipped sample: why, and its version when it was read
+// ("" where the source has none), to try it again once its file changes.
+type badSample struct {
+	reason, version string
+}
+
+// verdict records that sample index (read at version) of the epoch being
+// dispatched was made (err nil) or failed. It returns an error wrapping
+// batchstore.ErrSkipBudget when this skip is one past the budget.
+func (s *Stats) verdict(index int, version, name string, err error) (over error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.epochDone++
 	switch _, seen := s.bad[index]; {
 	case err == nil:
 		s.decoded++
-	case errors.Is(err, remote.ErrUnavailable): // not the sample's fault: the pipeline stops on it
+	case remote.StoreFault(err): // not the sample's fault: the pipeline stops on it
 	case errors.Is(err, context.Canceled): // the run is stopping: its reads were cut short
+	case errors.Is(err, batchstore.ErrSkipBudget): // already over
 	case !seen:
 		reason := fmt.Sprintf("%s: %v", name, err)
-		s.bad[index] = reason
+		s.bad[index] = badSample{reason: reason, version: version}
 		s.recent = append(s.recent, reason)
 		if len(s.recent) > recentSkips {
 			s.recent = s.recent[1:]
+		}
+		if s.budget != nil {
+			if over = s.budget(len(s.bad)); over != nil {
+				over = fmt.Errorf("%w; the last: %s", over, reason)
+			}
 		}
 	}
 	if s.epochDone == s.epochLen {
 		close(s.changed)
 		s.changed = make(chan struct{})
 	}
+	return over
+}
+
+// retryChanged forgets the skips of samples whose version changed since
+// they were read (a file copied in half-written, complete now): the next
+// epoch tries them again. It returns how many.
+func (s *Stats) retryChanged(v source.Versioned) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for i, b := range s.bad {
+		if b.version == "" {
+			continue
+		}
+		if now, err := v.Version(i); err == nil && now != b.version {
+			delete(s.bad, i)
+			n++
+		}
+	}
+	return n
 }
 
 // waitEpoch blocks until every sample of the epoch being dispatched has

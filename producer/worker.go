@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/tsock/tsock/producer/pipeline"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // worker is one making goroutine's reusable state.
@@ -20,17 +21,26 @@ func (p *Producer) newWorker() *worker {
 func (w *worker) close() { w.maker.Close() }
 
 // make makes sample t into t.buf: from what was kept of it (a
-// deterministic transform's first making), else from its bytes.
+// deterministic transform's first making) while its file is the one it
+// was made from, else from its bytes.
 func (w *worker) make(ctx context.Context, t *task) error {
+	// A sample's version matters where it may be served from a copy, or
+	// tried again once its file changes: a stat, beside a decode.
+	if v, ok := source.As[source.Versioned](w.p.cfg.Source); ok && (w.p.kept != nil || w.p.cfg.Rescan) {
+		var err error
+		if t.version, err = v.Version(t.index); err != nil {
+			return err // gone: skipped and counted, never served from a copy
+		}
+	}
 	k := w.p.kept
-	if k != nil && k.get(t.index, t.buf) {
+	if k != nil && k.get(t.index, t.version, t.buf) {
 		return nil
 	}
 	if err := w.decode(ctx, t); err != nil {
 		return err
 	}
 	if k != nil {
-		k.keep(t.index, t.buf)
+		k.keep(t.index, t.version, t.buf)
 	}
 	return nil
 }

@@ -284,7 +284,7 @@ func TestNoSamplesEndsInAnError(t *testing.T) {
 	}
 	for _, epochs := range []string{"1", "2"} {
 		t.Run("ingest/epochs="+epochs, func(t *testing.T) {
-			d := startDaemon(t, "--ingest", "--samples", "20", "--epochs", epochs, "--batch-size", "4")
+			d := startDaemon(t, "--ingest", "--samples", "20", "--epochs", epochs, "--batch-size", "4", "--max-skipped", "100%")
 			if err := os.Mkdir(filepath.Join(d.dir, "consumers", "c"), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -299,7 +299,7 @@ func TestNoSamplesEndsInAnError(t *testing.T) {
 			d.stopFailed(t)
 		})
 		t.Run("folder/epochs="+epochs, func(t *testing.T) {
-			d := startDaemon(t, "--source", junk, "--epochs", epochs, "--batch-size", "2", "--image-size", "16")
+			d := startDaemon(t, "--source", junk, "--epochs", epochs, "--batch-size", "2", "--image-size", "16", "--max-skipped", "100%")
 			if err := os.Mkdir(filepath.Join(d.dir, "consumers", "c"), 0o755); err != nil {
 				t.Fatal(err)
 			}

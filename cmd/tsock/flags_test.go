@@ -158,3 +158,22 @@ func TestZeroSizesMeanOff(t *testing.T) {
 		t.Errorf("--fetch auto for s3://: %d, %v; want %d", c.cfg.Fetch, err, defaultRemoteFetch)
 	}
 }
+
+// No secret in any output, whatever the input: credentials in --source
+// or in an --s3-endpoint that does not parse are never printed (before,
+// both were, the source twice).
+func TestNoSecretInAnyOutput(t *testing.T) {
+	mp := t.TempDir()
+	for _, args := range [][]string{
+		{"mount", mp, "--source", "s3://AKIDLEAK:s3kr1tLEAK@bucket/train/"},
+		{"mount", mp, "--source", "s3://AKIDLEAK:s3kr/1tLEAK@bucket/train/x.tar"},
+		{"mount", mp, "--source", "s3://AKIDLEAK:s3kr1tLEAK@bucket/train/", "--rescan"},
+		{"mount", mp, "--source", "s3://bucket/train/", "--s3-endpoint", "http://AKIDLEAK:s3kr1tLEAK@127.0.0.1:99999"},
+		{"mount", mp, "--source", "s3://bucket/train/", "--s3-endpoint", "http://AKIDLEAK:s3%kr1tLEAK@[::1:9000"},
+	} {
+		code, out := runCLI(t, args...)
+		if code == exitOK || strings.Contains(out, "LEAK") || strings.Contains(out, "s3kr") {
+			t.Errorf("tsock %v: exit %d, output %q: want a refusal that shows no credentials", args, code, out)
+		}
+	}
+}

@@ -3,9 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -92,9 +97,69 @@ func bool01(b bool) float64 {
 
 // metricsServer serves /metrics (and /status.json) over HTTP for
 // --metrics-listen: Prometheus scrapes a port, not a file in a mount.
+// It is bounded: metricsLimits caps the connections it holds at once,
+// how long a request or an idle keep-alive may hold one, and a request's
+// headers, so that no client (nor a few hundred) can pin its memory.
 type metricsServer struct {
-	listener net.Listener
+	listener *limitListener
 	server   *http.Server
+}
+
+// metricsLimits are the listener's bounds; a variable for tests.
+var metricsLimits = struct {
+	conns                     int
+	header, read, write, idle time.Duration
+	headerBytes               int
+}{conns: 16, header: 5 * time.Second, read: 10 * time.Second, write: 10 * time.Second, idle: 30 * time.Second, headerBytes: 8 << 10}
+
+// limitListener accepts at most cap(slots) connections at once; the next
+// waits in the kernel's backlog until one closes.
+type limitListener struct {
+	net.Listener
+	slots  chan struct{}
+	closed chan struct{} // Close: an Accept waiting for a slot ends
+	once   sync.Once
+	peak   atomic.Int64 // the most held at once, for tests
+}
+
+func newLimitListener(l net.Listener, n int) *limitListener {
+	return &limitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{})}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	held := int64(len(l.slots))
+	for p := l.peak.Load(); held > p && !l.peak.CompareAndSwap(p, held); p = l.peak.Load() {
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+// Close stops accepting, a wait for a slot included.
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// limitedConn gives its slot back once, at its first Close.
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // listenMetrics binds addr at start, so that a taken port fails the
@@ -103,9 +168,25 @@ func (c *mountCommand) listenMetrics() error {
 	if c.metricsListen == "" {
 		return nil
 	}
-	l, err := net.Listen("tcp", c.metricsListen)
+	m, err := newMetricsServer(c.metricsListen, c.metrics, c.statusJSON)
 	if err != nil {
 		return fmt.Errorf("--metrics-listen: %w", err)
+	}
+	c.metricsHTTP = m
+	return nil
+}
+
+// newMetricsServer binds addr and serves GET /metrics and /status.json
+// from the renderers, within metricsLimits.
+func newMetricsServer(addr string, metrics, statusJSON func() ([]byte, error)) (*metricsServer, error) {
+	inner, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if ip := inner.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		slog.Warn("--metrics-listen is not a loopback address: whoever reaches it reads /metrics and /status.json "+
+			"(the source's path or bucket, consumers' names, rates); bind 127.0.0.1 or firewall the port",
+			"addr", inner.Addr().String())
 	}
 	mux := http.NewServeMux()
 	serve := func(contentType string, render func() ([]byte, error)) http.HandlerFunc {
@@ -119,10 +200,13 @@ func (c *mountCommand) listenMetrics() error {
 			w.Write(data)
 		}
 	}
-	mux.Handle("GET /metrics", serve("text/plain; version=0.0.4; charset=utf-8", c.metrics))
-	mux.Handle("GET /status.json", serve("application/json", c.statusJSON))
-	c.metricsHTTP = &metricsServer{listener: l, server: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
-	return nil
+	mux.Handle("GET /metrics", serve("text/plain; version=0.0.4; charset=utf-8", metrics))
+	mux.Handle("GET /status.json", serve("application/json", statusJSON))
+	return &metricsServer{listener: newLimitListener(inner, metricsLimits.conns), server: &http.Server{
+		Handler: mux, ReadHeaderTimeout: metricsLimits.header, ReadTimeout: metricsLimits.read,
+		WriteTimeout: metricsLimits.write, IdleTimeout: metricsLimits.idle, MaxHeaderBytes: metricsLimits.headerBytes,
+		ErrorLog: log.New(io.Discard, "", 0), // a client's bad request is its own business, not the log's
+	}}, nil
 }
 
 // run serves until ctx ends; it returns once the server has stopped.

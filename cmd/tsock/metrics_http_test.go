@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/fs/fusetest"
 )
 
@@ -60,5 +65,85 @@ func TestMetricsOverHTTP(t *testing.T) {
 	d.stop(t)
 	if _, err := http.Get("http://" + addr + "/metrics"); err == nil {
 		t.Fatal("the metrics server outlived the mount")
+	}
+}
+
+// The metrics listener is bounded (it held 500 idle keep-alives for a
+// minute and took 380 MiB from 200 unfinished 1 MB headers): an idle
+// keep-alive and an unfinished header are closed after their timeouts, a
+// header past the limit is answered 431, no more connections than the
+// cap are held at once (the next waits, then is served), and the server
+// stops with every slot taken.
+func TestMetricsListenerIsBounded(t *testing.T) {
+	old := metricsLimits
+	t.Cleanup(func() { metricsLimits = old })
+	metricsLimits.conns, metricsLimits.header, metricsLimits.idle = 4, 300*time.Millisecond, 300*time.Millisecond
+	metricsLimits.read, metricsLimits.write = time.Minute, time.Minute // past the wait: only the limits under test can close
+	body := func() ([]byte, error) { return []byte("ok\n"), nil }
+	m, err := newMetricsServer("127.0.0.1:0", body, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { m.run(ctx); close(stopped) }()
+	addr := m.listener.Addr().String()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// closedBy says whether the server closed c before the bound: a read
+	// that ends in EOF, not in the deadline.
+	closedBy := func(c net.Conn) bool {
+		c.SetReadDeadline(time.Now().Add(waittest.Limit))
+		_, err := io.Copy(io.Discard, c)
+		return err == nil // EOF
+	}
+	// Idle keep-alives, after one request each.
+	for range 3 {
+		c := dial()
+		fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+		if !closedBy(c) {
+			t.Fatal("an idle keep-alive was held past the idle timeout")
+		}
+	}
+	// An unfinished header.
+	c := dial()
+	fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nX-Slow: ")
+	if !closedBy(c) {
+		t.Fatal("an unfinished header was held past the header timeout")
+	}
+	// A header of 1 MB.
+	c = dial()
+	fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 1<<20))
+	status, _ := bufio.NewReader(c).ReadString('\n')
+	if !strings.Contains(status, "431") {
+		t.Fatalf("a 1 MB header: %q, want 431", status)
+	}
+	// The cap: 8 unfinished headers at once, then a real request.
+	for range 8 {
+		fmt.Fprintf(dial(), "GET /metrics HTTP/1.1\r\nX-Slow: ")
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("a request behind the held connections: %v, %v", resp, err)
+	}
+	resp.Body.Close()
+	if peak := m.listener.peak.Load(); peak > 4 {
+		t.Fatalf("%d connections held at once, the cap is 4", peak)
+	}
+	// Stopping with every slot taken.
+	for range 6 {
+		fmt.Fprintf(dial(), "GET /metrics HTTP/1.1\r\nX-Slow: ")
+	}
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(waittest.Limit):
+		t.Fatal("the server did not stop with its slots taken")
 	}
 }

@@ -94,6 +94,7 @@ func (c *mountCommand) Parse(args []string) error {
 	c.s3 = remote.DefaultConfig()
 	f.StringVar(&c.source, "source", "", "image folder in ImageFolder form, WebDataset tar shards ('DIR/train-{000000..000099}.tar', globs too; or s3://BUCKET/KEYS.tar), or synthetic:N")
 	f.StringVar(&c.s3.Endpoint, "s3-endpoint", "", "S3-compatible server for s3:// sources (http://HOST:PORT for plain HTTP); default AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then AWS")
+	f.DurationVar(&c.s3.StateRetry, "s3-retry-for", c.s3.StateRetry, "how long reads retry, with fresh credentials, once credentials that worked are refused (revoked, an expired token), before the run fails")
 	f.BoolVar(&c.ingestMode, "ingest", false, "batches come from outside: producers write them into MOUNTPOINT/ingest/")
 	f.IntVar(&c.ingestCfg.Samples, "samples", 0, "with --ingest: dataset size N; tsock owns the order (ingest/order) and every epoch is exact")
 	newParsed(f, &c.order, oneOf("shuffle", "sequential"), "order", "shuffle", "with --ingest --samples: shuffle (each epoch, from --seed) or sequential")
@@ -106,6 +107,8 @@ func (c *mountCommand) Parse(args []string) error {
 	newAutoSize(f, &c.keepAuto, &c.cfg.Keep, "keep", "with --transform eval: memory for the samples made in the first epoch, copied into later ones with no decode; auto: as much as --buffer (0 with train)")
 	f.BoolVar(&c.cfg.Rescan, "rescan", false, "list a local folder --source again at each producer epoch: new files join the data (new indices after the others), vanished ones are skipped")
 	newAutoCount(f, &c.fetchAuto, &c.cfg.Fetch, producer.MaxFetch, "fetch", fmt.Sprintf("images read ahead of the workers, this many requests in flight: auto (%d for s3:// sources, 0 for local ones) or 0 to %d", defaultRemoteFetch, producer.MaxFetch))
+	newParsed(f, &c.cfg.MaxSkipped, batchstore.ParseSkipBudget, "max-skipped", batchstore.DefaultSkipBudget,
+		"samples a run may skip for their own bytes (corrupt, unreadable), a count or a percentage of the dataset; past it the run fails instead of delivering short epochs")
 	f.IntVar(&c.cfg.Workers, "workers", 0, "decoding workers; 0 means one per core")
 	f.Uint64Var(&c.cfg.Seed, "seed", 0, "seed of shuffles and crops")
 	newParsed(f, &c.cfg.Layout, pipeline.ParseLayout, "layout", "nchw", "image axes: nchw or nhwc")
@@ -141,7 +144,7 @@ func (c *mountCommand) Parse(args []string) error {
 }
 
 // builtInFlags only make sense with the built-in pipeline (--source).
-var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "s3-endpoint", "fetch", "rescan", "keep"}
+var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "s3-endpoint", "s3-retry-for", "fetch", "rescan", "keep"}
 
 // defaultRemoteFetch keeps a store 30 ms away busy enough for about
 // 2,000 images a second (64 / 0.03 s): more than the decoders of a
@@ -163,7 +166,7 @@ func (c *mountCommand) checkMode(f *pflag.FlagSet) error {
 			}
 		}
 		if c.cfg.Rescan && (source.IsS3Spec(c.source) || source.IsShardSpec(c.source) || strings.HasPrefix(c.source, "synthetic:")) {
-			return usagef("--rescan: only a local folder can be listed again, not %s", c.source)
+			return usagef("--rescan: only a local folder can be listed again, not %s", remote.Redact(c.source))
 		}
 		return nil
 	}
@@ -199,6 +202,8 @@ func (c *mountCommand) validate() error {
 		return fmt.Errorf("--workers %d: must be 0 (one per core) to %d", c.cfg.Workers, maxWorkers)
 	case c.eviction.Timeout < time.Millisecond:
 		return fmt.Errorf("--consumer-timeout %s: must be at least 1ms", c.eviction.Timeout)
+	case c.s3.StateRetry < 0:
+		return fmt.Errorf("--s3-retry-for %s: must be 0 (fail at the first refusal) or more", c.s3.StateRetry)
 	case c.idleExit < 0:
 		return fmt.Errorf("--idle-exit %s: must be 0 (never) or positive", c.idleExit)
 	}
@@ -399,6 +404,7 @@ func (c *mountCommand) setUpIngest(limit int64) error {
 		return err
 	}
 	c.ingestCfg.Seed, c.ingestCfg.MaxSamples = c.cfg.Seed, int(min(maxSamples(), math.MaxInt32))
+	c.ingestCfg.MaxSkipped = c.cfg.MaxSkipped
 	c.ingest = ingest.New(c.ingestCfg, c.store, c.alloc)
 	return c.mount(ingestFiles{c})
 }

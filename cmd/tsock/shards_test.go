@@ -40,7 +40,7 @@ func TestMountServesTarShards(t *testing.T) {
 		t.Fatalf("served %d samples (labels %v), want 20 with their classes", len(seen), seen)
 	}
 	st := readFile(t, filepath.Join(d.dir, "status"))
-	if !strings.Contains(st, "(4 tar shards)") || !regexp.MustCompile(`(?m)^left out when the shards were indexed: 1\n  left out: .*shard-003\.tar: the rest of the shard: `).MatchString(st) {
+	if !strings.Contains(st, "(4 tar shards)") || !regexp.MustCompile(`(?m)^left out when the source was listed or indexed: 1\n  left out: .*shard-003\.tar: the rest of the shard: `).MatchString(st) {
 		t.Fatalf("status:\n%s", st)
 	}
 	d.stop(t)

@@ -25,7 +25,7 @@ type mountSnapshot struct {
 	cache                      *source.CacheStats // with --cache
 	kept                       *producer.KeptStats
 	remote                     *remoteSnapshot // with an object-store source
-	leftOut                    []string        // members the shards' indexing left out
+	leftOut                    []string        // entries listing or indexing the source left out
 	dataPath                   string
 	batchInodes                int
 	prunesInodes               bool

@@ -92,7 +92,7 @@ func (c *mountCommand) statusText(s *mountSnapshot) string {
 			fmt.Fprintf(&b, "remote: %s; %s/s over the last 10 s\n", r.line, humanize.IBytes(uint64(r.rate)))
 		}
 		if left := s.leftOut; len(left) > 0 {
-			fmt.Fprintf(&b, "left out when the shards were indexed: %d\n", len(left))
+			fmt.Fprintf(&b, "left out when the source was listed or indexed: %d\n", len(left))
 			for _, l := range left[:min(len(left), 3)] {
 				fmt.Fprintf(&b, "  left out: %s\n", printable(l))
 			}

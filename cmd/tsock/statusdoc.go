@@ -23,13 +23,16 @@ type statusDoc struct {
 	Classes int `json:"classes"`
 	// State is MOUNTPOINT/state's word (producing, full, idle, stopped,
 	// failed); StateText says it for people.
-	State     string        `json:"state"`
-	StateText string        `json:"state_text"`
-	Uptime    float64       `json:"uptime_seconds"`
-	Producer  producerDoc   `json:"producer"`
-	Buffer    bufferDoc     `json:"buffer"`
-	DataPath  string        `json:"data_path"`
-	Skipped   int           `json:"skipped"`
+	State     string      `json:"state"`
+	StateText string      `json:"state_text"`
+	Uptime    float64     `json:"uptime_seconds"`
+	Producer  producerDoc `json:"producer"`
+	Buffer    bufferDoc   `json:"buffer"`
+	DataPath  string      `json:"data_path"`
+	Skipped   int         `json:"skipped"`
+	// LeftOut: entries listing or indexing the source could not take
+	// (an unreadable folder, a broken shard tail); status names them.
+	LeftOut   int           `json:"left_out"`
 	Consumers []consumerDoc `json:"consumers"`
 	GPU       *gpuDoc       `json:"gpu,omitempty"`
 	Cache     *cacheDoc     `json:"cache,omitempty"`  // with --cache
@@ -152,7 +155,7 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 	snap := s.store
 	doc := statusDoc{
 		Version: statusVersion, Uptime: snap.Uptime.Seconds(), DataPath: s.dataPath,
-		State: s.state, StateText: s.stateText, Skipped: s.skipped,
+		State: s.state, StateText: s.stateText, Skipped: s.skipped, LeftOut: len(s.leftOut),
 		Producer: producerDoc{
 			BatchSize: c.cfg.BatchSize, Epochs: c.cfg.Epochs, Batches: snap.Published, Samples: snap.SamplesPublished,
 			Rate: s.rate, RateOverall: s.rateOverall, RateHistory: s.rateHistory, Waited: snap.ProducerWait.Seconds(),

@@ -32,6 +32,10 @@ type Config struct {
 	// GPU, if set, gets a copy of every batch's data before it is
 	// published (--device).
 	GPU *gpu.Pool
+	// MaxSkipped bounds the samples skipped through ingest/skip
+	// (--max-skipped): past it the run fails. The zero value bounds
+	// nothing.
+	MaxSkipped batchstore.SkipBudget
 }
 
 // Ingest publishes batches written by outside producers.

@@ -172,6 +172,11 @@ func (in *Ingest) Skip(value string) error {
 	}
 	in.skip(skipped)
 	o.pos += len(skipped)
+	if err := in.cfg.MaxSkipped.Check(in.stats.Skipped, in.samples); err != nil {
+		// Readers get the failure, not an epoch of what is left.
+		in.store.Fail(err)
+		return err
+	}
 	if o.pos == len(o.order) {
 		in.store.EndEpoch(o.epoch)
 	}

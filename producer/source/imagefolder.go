@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,7 +37,12 @@ type folderList struct {
 	classes []string
 	paths   []string
 	labels  []int32
+	leftOut []string // entries the scan could not list, "path: why" (at most maxLeftOut, then a count)
 }
+
+// maxLeftOut bounds the entries a scan names: a tree of a million
+// unreadable files must not take the daemon's memory.
+const maxLeftOut = 100
 
 // ScanFolder lists root. It fails when root is missing, not a directory,
 // or holds no image files in class sub-directories.
@@ -92,10 +99,7 @@ func (f *Folder) scan(old *folderList) (*folderList, int, error) {
 		if !isDir(f.root, e) || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		files, err := listImages(filepath.Join(f.root, e.Name()))
-		if err != nil {
-			return nil, 0, fmt.Errorf("source %s: %w", f.root, err)
-		}
+		files := listImages(filepath.Join(f.root, e.Name()), &l.leftOut)
 		for _, p := range files {
 			if _, ok := known[p]; !ok {
 				byClass[e.Name()] = append(byClass[e.Name()], p)
@@ -133,21 +137,80 @@ func isDir(root string, e os.DirEntry) bool {
 	return err == nil && st.IsDir()
 }
 
-// listImages lists dir's image files recursively, sorted by path.
-func listImages(dir string) ([]string, error) {
+// listImages lists dir's image files recursively, sorted by path. It
+// follows symbolic links to directories, as torchvision's ImageFolder
+// does (os.walk with followlinks=True: a class assembled as a farm of
+// links is the usual way ImageNet subsets are made), and is loop-safe: a
+// directory met again below itself is left out. An entry that cannot be
+// listed (gone, unreadable, a path past PATH_MAX) is left out and named in
+// leftOut; it never fails the scan.
+func listImages(dir string, leftOut *[]string) []string {
 	var files []string
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+	var walk func(dir string, above []dirID)
+	walk = func(dir string, above []dirID) {
+		st, err := os.Stat(dir)
 		if err != nil {
-			return err
+			noteLeftOut(leftOut, dir, err)
+			return
 		}
-		if !d.IsDir() && imageExts[strings.ToLower(filepath.Ext(p))] {
-			files = append(files, p)
+		id := idOf(st)
+		if slices.Contains(above, id) {
+			noteLeftOut(leftOut, dir, errors.New("a link back to a directory above it (a loop)"))
+			return
 		}
-		return nil
-	})
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			noteLeftOut(leftOut, dir, err) // the entries read before the error are listed still
+		}
+		above = append(above, id)
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			isDir := e.IsDir()
+			if e.Type()&os.ModeSymlink != 0 {
+				if st, err := os.Stat(p); err == nil {
+					isDir = st.IsDir()
+				} // a dangling link with an image's name is a sample that fails when read, as before
+			}
+			switch {
+			case isDir:
+				walk(p, above)
+			case imageExts[strings.ToLower(filepath.Ext(p))]:
+				files = append(files, p)
+			}
+		}
+	}
+	walk(dir, nil)
 	sort.Strings(files)
-	return files, err
+	return files
 }
+
+// dirID is a directory's identity, whatever the path to it.
+type dirID struct{ dev, ino uint64 }
+
+func idOf(st os.FileInfo) dirID {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return dirID{uint64(sys.Dev), sys.Ino}
+	}
+	return dirID{}
+}
+
+// noteLeftOut names an entry a scan left out, up to maxLeftOut, then
+// counts the rest in the last line.
+func noteLeftOut(leftOut *[]string, path string, err error) {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err // the path is said once
+	}
+	switch n := len(*leftOut); {
+	case n < maxLeftOut:
+		*leftOut = append(*leftOut, fmt.Sprintf("%s: %v", path, err))
+	case n == maxLeftOut:
+		*leftOut = append(*leftOut, "and more")
+	}
+}
+
+// Skipped implements Skipper: the entries the last scan could not list.
+func (f *Folder) Skipped() []string { return f.list.Load().leftOut }
 
 func extList() string {
 	exts := make([]string, 0, len(imageExts))
@@ -172,6 +235,19 @@ func (f *Folder) Label(i int) int { return int(f.list.Load().labels[i]) }
 
 // Name implements Source.
 func (f *Folder) Name(i int) string { return f.list.Load().paths[i] }
+
+// Version implements Versioned: the file's inode, size and mtime.
+func (f *Folder) Version(i int) (string, error) {
+	st, err := os.Stat(f.list.Load().paths[i])
+	if err != nil {
+		return "", err
+	}
+	var ino uint64
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		ino = sys.Ino
+	}
+	return fmt.Sprintf("%d:%d:%d", ino, st.Size(), st.ModTime().UnixNano()), nil
+}
 
 // Encoded implements Source.
 func (f *Folder) Encoded(_ context.Context, i int, scratch *[]byte) ([]byte, error) {

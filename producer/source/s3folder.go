@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path"
@@ -201,7 +202,15 @@ func (f *S3Folder) Name(i int) string { return "s3://" + f.bucket + "/" + f.key(
 // Encoded implements Source: one GET of the whole object. A key
 // deleted since the listing fails this sample alone.
 func (f *S3Folder) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
-	return f.store.Get(ctx, f.bucket, f.key(i), scratch, maxFileSize)
+	data, err := f.store.Get(ctx, f.bucket, f.key(i), scratch, maxFileSize)
+	if errors.Is(err, remote.ErrNotFound) {
+		// One key deleted is its sample's loss; every key gone is the
+		// dataset's, and fails the run.
+		if gone := f.store.Vanished(ctx, f.bucket, f.prefix); gone != nil {
+			return nil, gone
+		}
+	}
+	return data, err
 }
 
 // Store is the object store the images are in.

@@ -23,16 +23,20 @@ func IsS3Spec(spec string) bool { return strings.HasPrefix(spec, "s3://") }
 // a-z 0-9 . -, a key of at most 1,024 bytes of valid UTF-8 without
 // control characters.
 func ParseS3Spec(spec string) (bucket, key string, err error) {
+	shown := remote.Redact(spec) // a spec in a message: never what may be credentials
 	rest, ok := strings.CutPrefix(spec, "s3://")
 	if !ok {
-		return "", "", fmt.Errorf("source %q: not s3://BUCKET/KEY", spec)
+		return "", "", fmt.Errorf("source %q: not s3://BUCKET/KEY", shown)
 	}
 	bucket, key, _ = strings.Cut(rest, "/")
+	if strings.ContainsAny(bucket, "@:") {
+		return "", "", fmt.Errorf("source %q: credentials do not go in the source: give them as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile", shown)
+	}
 	if len(bucket) < 3 || len(bucket) > 63 || strings.Trim(bucket, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" {
-		return "", "", fmt.Errorf("source %q: bucket %q: want 3 to 63 of a-z, 0-9, '.' and '-'", spec, bucket)
+		return "", "", fmt.Errorf("source %q: bucket %q: want 3 to 63 of a-z, 0-9, '.' and '-'", shown, bucket)
 	}
 	if len(key) > 1024 || !utf8.ValidString(key) || strings.IndexFunc(key, unicode.IsControl) >= 0 {
-		return "", "", fmt.Errorf("source %q: a key is at most 1,024 bytes of UTF-8 without control characters", spec)
+		return "", "", fmt.Errorf("source %q: a key is at most 1,024 bytes of UTF-8 without control characters", shown)
 	}
 	return bucket, key, nil
 }
@@ -113,6 +117,17 @@ func (f s3Shards) index(ctx context.Context, key string) shardIndex {
 
 func (f s3Shards) readAt(ctx context.Context, key, etag string, p []byte, off int64) error {
 	err := f.store.ReadAt(ctx, f.bucket, key, etag, p, off)
+	if errors.Is(err, remote.ErrNotFound) {
+		// A shard deleted is its samples' loss; every key gone from its
+		// folder is the dataset's, and fails the run.
+		dir := ""
+		if i := strings.LastIndexByte(key, '/'); i >= 0 {
+			dir = key[:i+1]
+		}
+		if gone := f.store.Vanished(ctx, f.bucket, dir); gone != nil {
+			return gone
+		}
+	}
 	if errors.Is(err, remote.ErrChanged) {
 		return fmt.Errorf("%w: %w", ErrShardChanged, err)
 	}

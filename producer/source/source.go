@@ -46,6 +46,17 @@ type Remote interface {
 	Remote() string
 }
 
+// Versioned is a source that can tell whether a sample's bytes changed
+// since they were read (a local folder: the file's inode, size and
+// mtime): a sample skipped is tried again once its file changes (under
+// --rescan), and a kept sample is served only while its file is the one
+// it was made from.
+type Versioned interface {
+	// Version is sample i's version now; an error if it cannot be read
+	// (a file deleted).
+	Version(i int) (string, error)
+}
+
 // Skipper is a source that left samples out when it was opened (shard
 // members without an image or a label, broken tails), each named.
 type Skipper interface {
@@ -76,7 +87,7 @@ func OpenContext(ctx context.Context, spec string, s3 remote.Config) (Source, er
 	if IsS3Spec(spec) {
 		store, err := remote.Dial(s3)
 		if err != nil {
-			return nil, fmt.Errorf("source %q: %w", spec, err)
+			return nil, fmt.Errorf("source %q: %w", remote.Redact(spec), err)
 		}
 		bucket, key, err := ParseS3Spec(spec)
 		if err != nil {

@@ -28,11 +28,17 @@ type Config struct {
 	Attempts int
 	// Timeout of one attempt.
 	Timeout time.Duration
+	// StateRetry bounds how long a failure that tells of the store's
+	// state rather than a sample's is tried again: credentials refused
+	// after they had worked (revoked, or an STS token expired; each try
+	// takes fresh ones from the chain). After it the read fails with
+	// ErrUnavailable, which fails the run: never a skipped sample.
+	StateRetry time.Duration
 }
 
 // DefaultConfig is what a mount uses unless told otherwise.
 func DefaultConfig() Config {
-	return Config{Attempts: 6, Timeout: 30 * time.Second}
+	return Config{Attempts: 6, Timeout: 30 * time.Second, StateRetry: 2 * time.Minute}
 }
 
 // Stats counts requests; safe for concurrent use.
@@ -44,10 +50,15 @@ type Stats struct {
 // Store is one S3-compatible endpoint.
 type Store struct {
 	client   *minio.Client
+	creds    *credentials.Credentials
 	cfg      Config
 	endpoint string // for messages: scheme and host, never credentials
 	Stats    Stats
 	backoff  func(attempt int) time.Duration
+	// worked: a request has succeeded, so the credentials were good: a
+	// refusal from then on is the store's state (revoked, expired), not
+	// a wrong key at start, which fails at once.
+	worked atomic.Bool
 }
 
 // Dial prepares a client for cfg: credentials from the AWS environment
@@ -76,7 +87,7 @@ func Dial(cfg Config) (*Store, error) {
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
-		return nil, fmt.Errorf("S3 endpoint %q: want http://HOST:PORT or https://HOST[:PORT]", redact(endpoint))
+		return nil, fmt.Errorf("S3 endpoint %q: want http://HOST:PORT or https://HOST[:PORT]", Redact(endpoint))
 	}
 	region := firstEnv("AWS_REGION", "AWS_DEFAULT_REGION")
 	if region == "" {
@@ -95,7 +106,7 @@ func Dial(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("S3 endpoint %s: %w", u.Scheme+"://"+u.Host, err)
 	}
-	return &Store{client: client, cfg: cfg, endpoint: u.Scheme + "://" + u.Host, backoff: backoff}, nil
+	return &Store{client: client, creds: creds, cfg: cfg, endpoint: u.Scheme + "://" + u.Host, backoff: backoff}, nil
 }
 
 // Endpoint names the server, for status.
@@ -110,11 +121,18 @@ func firstEnv(names ...string) string {
 	return ""
 }
 
-// redact drops anything that may be a secret from a URL for a message.
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.User != nil {
-		u.User = url.User("REDACTED")
-		return u.String()
+// Redact is raw with whatever may be user-info (credentials) cut out,
+// for messages: everything between the scheme's "://" (or the start) and
+// the last '@'. It fails closed: nothing is parsed, so a URL that does
+// not parse (a bad port, a stray '%', an unclosed '[', a space) or a
+// secret holding '/' is cut all the same.
+func Redact(raw string) string {
+	start := 0
+	if i := strings.Index(raw, "://"); i >= 0 {
+		start = i + len("://")
+	}
+	if k := strings.LastIndexByte(raw[start:], '@'); k >= 0 {
+		return raw[:start] + "REDACTED@" + raw[start+k+1:]
 	}
 	return raw
 }
@@ -124,10 +142,13 @@ func backoff(k int) time.Duration {
 	return min(50*time.Millisecond<<min(k-1, 6), 2*time.Second)
 }
 
-// do runs op until it succeeds, fails for good, or runs out of attempts.
+// do runs op until it succeeds, fails for good, or runs out of attempts:
+// Config.Attempts for a transient fault, Config.StateRetry for a refusal
+// of credentials that had worked.
 func (s *Store) do(ctx context.Context, what string, op func(ctx context.Context) error) error {
 	var err error
-	for k := 1; k <= s.cfg.Attempts; k++ {
+	start := time.Now()
+	for k, transients := 1, 0; ; k++ {
 		if k > 1 {
 			s.Stats.Retries.Add(1)
 			select {
@@ -140,16 +161,50 @@ func (s *Store) do(ctx context.Context, what string, op func(ctx context.Context
 		attempt, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 		err = op(attempt)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil:
+			s.worked.Store(true)
 			return nil
-		}
-		if ctx.Err() != nil || !transient(err) {
+		case ctx.Err() != nil:
 			s.Stats.Failures.Add(1)
 			return fmt.Errorf("%s: %w", what, err)
+		case refused(err) && s.worked.Load():
+			if time.Since(start) >= s.cfg.StateRetry {
+				s.Stats.Failures.Add(1)
+				return fmt.Errorf("%s: %w: the credentials that worked are refused (revoked or expired?) for %s: %w",
+					what, ErrUnavailable, s.cfg.StateRetry, err)
+			}
+			s.creds.Expire() // the next try takes fresh ones from the chain
+		case !transient(err):
+			s.Stats.Failures.Add(1)
+			return fmt.Errorf("%s: %w", what, err)
+		default:
+			if transients++; transients >= s.cfg.Attempts {
+				s.Stats.Failures.Add(1)
+				return fmt.Errorf("%s: %w after %d attempts: %w", what, ErrUnavailable, s.cfg.Attempts, err)
+			}
 		}
 	}
-	s.Stats.Failures.Add(1)
-	return fmt.Errorf("%s: %w after %d attempts: %w", what, ErrUnavailable, s.cfg.Attempts, err)
+}
+
+// StoreFault says whether err is the store's, not a sample's: it kept
+// failing (ErrUnavailable), or it refused the credentials. Such an error
+// stops the run; it never marks a sample bad.
+func StoreFault(err error) bool {
+	return errors.Is(err, ErrUnavailable) || refused(err)
+}
+
+// refusedCodes are S3's answers that the request's credentials are not
+// (or no longer) good: the store's state, not the object's.
+var refusedCodes = map[string]bool{
+	"AccessDenied": true, "InvalidAccessKeyId": true, "SignatureDoesNotMatch": true, "ExpiredToken": true,
+	"InvalidToken": true, "TokenRefreshRequired": true, "InvalidSecurity": true,
+}
+
+// refused says whether err is a refusal of the credentials.
+func refused(err error) bool {
+	var resp minio.ErrorResponse
+	return errors.As(err, &resp) && (refusedCodes[resp.Code] || resp.StatusCode == 401 || resp.StatusCode == 403)
 }
 
 // ErrNotFound: no such key or bucket.
@@ -263,6 +318,35 @@ func (s *Store) Get(ctx context.Context, bucket, key string, buf *[]byte, limit 
 
 // errTooLarge is permanent: the object will not shrink on a retry.
 var errTooLarge = errors.New("too large")
+
+// Vanished checks, after a key was not found, whether the data it belonged
+// to is gone as a whole: nil while bucket still lists a key under prefix
+// (only that key is missing: its sample is skipped), an ErrUnavailable
+// error when it lists none or the bucket is gone (an emptied bucket, a
+// deleted dataset: the run fails, not an epoch of what is left).
+func (s *Store) Vanished(ctx context.Context, bucket, prefix string) error {
+	what := fmt.Sprintf("list s3://%s/%s", bucket, prefix)
+	found := false
+	err := s.do(ctx, what, func(ctx context.Context) error {
+		ctx, stop := context.WithCancel(ctx) // one key is enough: the listing stops there
+		defer stop()
+		obj, ok := <-s.client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true, MaxKeys: 1})
+		if ok && obj.Err != nil {
+			return permanent(obj.Err)
+		}
+		found = ok
+		return nil
+	})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("%s: %w: the bucket is gone", what, ErrUnavailable)
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("%s: %w: the dataset vanished (no key is left under the prefix)", what, ErrUnavailable)
+	}
+	return nil
+}
 
 // Prefixes lists the "directories" right under prefix (keys up to the
 // next "/"), in order: a layout's first level, to list in parallel.

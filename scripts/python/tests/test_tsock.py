@@ -571,7 +571,7 @@ class IngestTest(unittest.TestCase):
         import threading
 
         for epochs in ("1", "2"):
-            m = Mount(self, "--ingest", "--samples", "20", "--batch-size", "4", "--epochs", epochs)
+            m = Mount(self, "--ingest", "--samples", "20", "--batch-size", "4", "--epochs", epochs, "--max-skipped", "100%")
             m.exit_code = 1
             c = tsock.Consumer(m.dir)
             errors = []

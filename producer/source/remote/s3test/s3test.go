@@ -105,19 +105,22 @@ type Fault int
 
 // The faults.
 const (
-	Pass     Fault = iota
-	SlowDown       // 503 SlowDown, as S3 throttles
-	Error500       // 500 InternalError
-	Truncate       // the answer's body cut in half, then the connection closed
-	Reset          // the connection closed before any answer
-	Stall          // no answer until the client gives up (its timeout)
+	Pass         Fault = iota
+	SlowDown           // 503 SlowDown, as S3 throttles
+	Error500           // 500 InternalError
+	Truncate           // the answer's body cut in half, then the connection closed
+	Reset              // the connection closed before any answer
+	Stall              // no answer until the client gives up (its timeout)
+	AccessDenied       // 403 AccessDenied, as for revoked or expired credentials
+	NoSuchKey          // 404 NoSuchKey, as for a deleted object
+	faults             // how many there are
 )
 
 // Proxy forwards to target, doing to request n (from 1) what fault says.
 type Proxy struct {
 	Endpoint string
-	Faults   atomic.Uint64    // faults injected
-	Injected [6]atomic.Uint64 // by Fault
+	Faults   atomic.Uint64         // faults injected
+	Injected [faults]atomic.Uint64 // by Fault
 	// Delay, in nanoseconds, holds every answer back as a distant store
 	// would, so that requests in flight overlap and can be counted.
 	Delay       atomic.Int64
@@ -163,11 +166,9 @@ func StartProxy(t testing.TB, s *Server, fault func(n int) Fault) *Proxy {
 		}
 		p.Injected[f].Add(1)
 		switch f {
-		case SlowDown, Error500:
-			code, status := "SlowDown", http.StatusServiceUnavailable
-			if f == Error500 {
-				code, status = "InternalError", http.StatusInternalServerError
-			}
+		case SlowDown, Error500, AccessDenied, NoSuchKey:
+			code, status := map[Fault]string{SlowDown: "SlowDown", Error500: "InternalError", AccessDenied: "AccessDenied", NoSuchKey: "NoSuchKey"}[f],
+				map[Fault]int{SlowDown: 503, Error500: 500, AccessDenied: 403, NoSuchKey: 404}[f]
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(status)
 			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>injected</Message></Error>`, code)
@@ -237,5 +238,25 @@ func (s *Server) Put(t testing.TB, bucket, key, path string) {
 	}
 	if _, err := client.FPutObject(context.Background(), bucket, key, path, minio.PutObjectOptions{}); err != nil {
 		t.Fatalf("put s3://%s/%s: %v", bucket, key, err)
+	}
+}
+
+// Empty deletes every object of bucket through the S3 API, as a user
+// emptying a bucket would.
+func (s *Server) Empty(t testing.TB, bucket string) {
+	t.Helper()
+	u, _ := url.Parse(s.Endpoint)
+	client, err := minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4(AccessKey, SecretKey, ""), Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for obj := range client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		if err := client.RemoveObject(ctx, bucket, obj.Key, minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
