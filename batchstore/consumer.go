@@ -183,24 +183,31 @@ type readStats struct {
 	waitSince    time.Time
 }
 
-// subsetState is what a consumer trains on: subset (nil: everything);
-// with hasNext, next replaces it from its own epoch nextFrom on.
+// subsetState is what a consumer trains on: subset (nil: everything),
+// then each pending change from its own epoch on, oldest first.
 type subsetState struct {
-	subset   *Subset
-	next     *Subset
-	hasNext  bool
-	nextFrom int
+	subset  *Subset
+	pending []subsetChange
 	// subsetRefused: why the last refused write to its subset file was
 	// refused, for its status.
 	subsetRefused string
 }
 
+// subsetChange is a subset that applies from the consumer's epoch from.
+type subsetChange struct {
+	from int
+	sub  *Subset
+}
+
 // subsetFor is c's subset in its own epoch k.
 func (c *consumer) subsetFor(k int) *Subset {
-	if c.hasNext && k >= c.nextFrom {
-		return c.next
+	sub := c.subset
+	for _, p := range c.pending {
+		if k >= p.from {
+			sub = p.sub
+		}
 	}
-	return c.subset
+	return sub
 }
 
 // active: still reading; a consumer that left or was evicted has nothing

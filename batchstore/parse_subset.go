@@ -38,15 +38,22 @@ func ParseSubset(text []byte, d Dataset) (*Subset, error) {
 	if bytes.IndexByte(text, 0) >= 0 {
 		return binaryList(text, d)
 	}
-	s := strings.TrimSpace(string(text))
-	word, rest, _ := strings.Cut(s, " ")
+	// The text is read where it lies: a list of millions of indices is
+	// never copied whole.
+	s := bytes.TrimSpace(text)
+	wordBytes, restBytes, _ := bytes.Cut(s, []byte(" "))
+	word := "" // a list, or nonsense: no keyword is longer than holdout
+	if len(wordBytes) <= len("holdout") {
+		word = string(wordBytes)
+	}
 	switch word {
 	case "all":
-		if rest != "" {
+		if len(restBytes) != 0 {
 			return nil, badSubset("all takes nothing after it")
 		}
 		return nil, nil
 	case "fold", "holdout":
+		rest := string(restBytes)
 		k, n, err := parseFold(rest, d.Len)
 		if err != nil {
 			return nil, err
@@ -58,8 +65,9 @@ func ParseSubset(text []byte, d Dataset) (*Subset, error) {
 		}
 		return NewSubset(form, d.Len, func(i int) bool { return folds[i] == k-1 })
 	case "classes":
-		return classSubset(strings.Fields(rest), d)
-	case "":
+		return classSubset(strings.Fields(string(restBytes)), d)
+	}
+	if len(s) == 0 {
 		return nil, badSubset("empty: write all, fold K/N, holdout K/N, classes A B …, or dataset indices")
 	}
 	return textList(s, d)
@@ -144,17 +152,17 @@ func classSubset(names []string, d Dataset) (*Subset, error) {
 }
 
 // textList is an explicit list, one dataset index a line.
-func textList(s string, d Dataset) (*Subset, error) {
+func textList(s []byte, d Dataset) (*Subset, error) {
 	in := make([]bool, d.Len)
 	count := 0
-	for line := range strings.SplitSeq(s, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" {
+	for line := range bytes.SplitSeq(s, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
 			continue
 		}
-		i, err := strconv.Atoi(line)
+		i, err := atoi(line)
 		if err != nil {
-			return nil, badSubset("%s is neither all, fold, holdout, classes nor a dataset index", truncate(line))
+			return nil, badSubset("%s is neither all, fold, holdout, classes nor a dataset index", truncate(string(line[:min(len(line), 64)])))
 		}
 		if err := mark(in, i, d.Len); err != nil {
 			return nil, err
@@ -162,6 +170,15 @@ func textList(s string, d Dataset) (*Subset, error) {
 		count++
 	}
 	return NewSubset(fmt.Sprintf("list of %d", count), d.Len, func(i int) bool { return in[i] })
+}
+
+// atoi is strconv.Atoi of a line, with no copy of a long one (no index
+// has more than 19 digits).
+func atoi(b []byte) (int, error) {
+	if len(b) > 20 {
+		return 0, strconv.ErrRange
+	}
+	return strconv.Atoi(string(b))
 }
 
 // binaryList is an explicit list of little-endian int64 indices.

@@ -282,8 +282,8 @@ func (s *Store) wanted() *Subset {
 			continue
 		}
 		mine := c.subset
-		if c.hasNext {
-			mine = union(mine, c.next)
+		for _, p := range c.pending {
+			mine = union(mine, p.sub)
 		}
 		if mine == nil {
 			return nil

@@ -37,6 +37,9 @@ type Snapshot struct {
 // ConsumerSnapshot is one consumer's state.
 type ConsumerSnapshot struct {
 	Name string
+	// LastPublished is when the producer last published a batch, the
+	// store's start before any: what a consumer waits on has not come since.
+	LastPublished time.Time
 	// Subset is what it trains on, as written ("all", "fold 2/5", …), and
 	// SubsetLen its samples (0 for all). With NextSubset set, that one
 	// applies from its own epoch NextFrom on.
@@ -113,7 +116,7 @@ func (s *Store) ConsumerSnapshot(name string) (ConsumerSnapshot, error) {
 
 func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
 	cs := ConsumerSnapshot{
-		Name: c.name, JoinedEpoch: c.joinEpoch, JoinedPos: c.joinPos, Stitched: c.splitID != 0,
+		Name: c.name, LastPublished: s.stats.lastPublish, JoinedEpoch: c.joinEpoch, JoinedPos: c.joinPos, Stitched: c.splitID != 0,
 		BatchSize: c.batchSize, Position: c.low, Epoch: c.lastEpoch, EpochSamples: c.epochSamples,
 		BatchesRead: c.batchesRead, SamplesRead: c.samplesRead, BytesRead: c.bytesRead,
 		OpenBatches: len(c.handles), Waiting: c.waiting > 0, WaitTotal: c.waitTotal,
@@ -127,11 +130,14 @@ func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
 	sub := c.subsetFor(k)
 	cs.Subset, cs.SubsetLen = sub.Form(), sub.Len()
 	cs.SubsetRefused = c.subsetRefused
-	if c.hasNext && k < c.nextFrom {
-		cs.NextSubset, cs.NextFrom = c.next.Form(), c.nextFrom
+	if n := len(c.pending); n > 0 && k < c.pending[n-1].from {
+		cs.NextSubset, cs.NextFrom = c.pending[n-1].sub.Form(), c.pending[n-1].from
 	}
 	if c.waiting > 0 {
 		cs.WaitTotal += time.Since(c.waitSince)
+	}
+	if cs.LastPublished.IsZero() {
+		cs.LastPublished = s.start
 	}
 	for _, b := range s.held {
 		if s.needs(c, b) {

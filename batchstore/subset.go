@@ -111,7 +111,7 @@ func (s *Store) SetSubset(name string, sub *Subset) error {
 		}
 	}
 	if !c.started {
-		c.subset, c.next, c.hasNext = sub, nil, false
+		c.subset, c.pending = sub, nil
 		s.replaceForSubset(c)
 	} else {
 		s.setNext(c, sub)
@@ -207,11 +207,19 @@ func (s *Store) setNext(c *consumer, sub *Subset) {
 	if last, ok := c.batches.last(); ok {
 		k = last.epoch + 1
 	}
-	if c.hasNext && k > c.nextFrom { // the pending one is in effect
-		c.subset = c.next
+	for len(c.pending) > 0 && c.pending[0].from < k { // in effect
+		c.subset, c.pending = c.pending[0].sub, c.pending[1:]
+	}
+	// A pending change no planned producer epoch is bound to yet is
+	// replaced where it stands: a newer subset never pushes a change
+	// later than the one it replaces (rewritten every 40 ms, one that
+	// moved on at each write never applied). One that is bound stays.
+	if n := len(c.pending); n > 0 && firstProducerEpoch(c, c.pending[n-1].from) > s.planned {
+		c.pending[n-1].sub = sub
+		return
 	}
 	for firstProducerEpoch(c, k) <= s.planned {
 		k++
 	}
-	c.next, c.hasNext, c.nextFrom = sub, true, k
+	c.pending = append(c.pending, subsetChange{from: k, sub: sub})
 }

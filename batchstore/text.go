@@ -77,7 +77,10 @@ func (c ConsumerSnapshot) state() string {
 	case c.Done:
 		return "done"
 	case c.Waiting:
-		return "waiting for the producer"
+		// Where a producer died (an outside one, under --ingest), this is
+		// how long nothing came.
+		return fmt.Sprintf("waiting for the producer: no batch published since %s (%s ago)",
+			c.LastPublished.Format(time.TimeOnly), time.Since(c.LastPublished).Round(time.Second))
 	}
 	return "reading"
 }

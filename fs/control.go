@@ -1,11 +1,14 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -102,53 +105,100 @@ func (d *consumerDir) batchSizeFile() *controlFile {
 // dataset indices, which may take many writes, applies at close.
 type subsetFile struct {
 	controlFile
+	fs  *fileSystem
+	set func(value []byte) error // applies what was written, unconverted
 }
 
 var _ = (fusefs.NodeOpener)((*subsetFile)(nil))
 
-// maxSubsetBytes bounds what a subset file takes before its close: 8
-// million indices as int64s.
-const maxSubsetBytes = 64 << 20
+// maxSubsetBytes bounds what one subset file takes before its close: 8
+// million indices as int64s; subsetBytesInFlight, what all of them take
+// together.
+const (
+	maxSubsetBytes      = 64 << 20
+	subsetBytesInFlight = 128 << 20
+)
+
+// giveBackAbove is the size of a refused or finished list whose memory is
+// handed back to the system at once rather than when the runtime gets to
+// it: a daemon should not stay large for a list it refused.
+const giveBackAbove = 16 << 20
 
 func (f *subsetFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR) == 0 {
 		return f.textFile.Open(ctx, flags)
 	}
-	return &subsetHandle{apply: f.set}, fuse.FOPEN_DIRECT_IO, 0
+	limit := int64(maxSubsetBytes)
+	if f.fs.opts.SubsetBytes != nil {
+		limit = min(limit, f.fs.opts.SubsetBytes())
+	}
+	return &subsetHandle{apply: f.set, limit: limit, inFlight: &f.fs.subsetBytes}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // subsetHandle gathers a subset as it is written.
 type subsetHandle struct {
-	mu    sync.Mutex
-	apply func(value string) error
-	buf   []byte
-	dirty bool // written since last applied
+	mu       sync.Mutex
+	apply    func(value []byte) error
+	limit    int64         // the most this list may take
+	inFlight *atomic.Int64 // what every list being written holds
+	buf      []byte
+	dirty    bool // written since last applied
 }
 
 var (
 	_ = (fusefs.FileWriter)((*subsetHandle)(nil))
 	_ = (fusefs.FileFlusher)((*subsetHandle)(nil))
+	_ = (fusefs.FileReleaser)((*subsetHandle)(nil))
 )
 
 func (h *subsetHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if off != int64(len(h.buf)) || len(h.buf)+len(data) > maxSubsetBytes {
-		return 0, syscall.EINVAL // in order, from the start, bounded
+	if off != int64(len(h.buf)) {
+		return 0, syscall.EINVAL // in order, from the start
+	}
+	n := int64(len(data))
+	if int64(len(h.buf))+n > h.limit {
+		h.drop()
+		return 0, syscall.EFBIG // longer than any subset of this dataset
+	}
+	if h.inFlight.Add(n) > subsetBytesInFlight {
+		h.inFlight.Add(-n)
+		h.drop()
+		return 0, syscall.ENOSPC // other lists being written hold the room
 	}
 	h.buf = append(h.buf, data...)
-	if len(h.buf) == len(data) && len(data) > 0 && isLetter(data[0]) {
+	if len(h.buf) == len(data) && isForm(data) {
 		// A form is one line, one write: apply it now, so that the write
 		// itself fails for a bad one.
-		err := h.apply(string(h.buf))
+		err := h.apply(h.buf)
+		h.drop()
 		if err != nil {
-			h.buf = h.buf[:0]
 			return 0, errno(err)
 		}
 		return uint32(len(data)), 0
 	}
 	h.dirty = true
 	return uint32(len(data)), 0
+}
+
+// isForm tells a form from a list by what cannot be both: a list of
+// int64s has a NUL byte in its first 8 (an index below 2^56), a text list
+// is digits, and a form starts with its keyword. Never by the first byte
+// alone: a binary list whose first index is 65 to 90 or 97 to 122 starts
+// with a letter (it was applied as a one-line form, a consumer then read
+// 72 epochs of sample 65 alone).
+func isForm(data []byte) bool {
+	if bytes.IndexByte(data, 0) >= 0 {
+		return false
+	}
+	word, _, _ := bytes.Cut(bytes.TrimLeft(data, " \t\r\n"), []byte(" "))
+	word = bytes.TrimRight(word, " \t\r\n")
+	switch string(word) {
+	case "all", "fold", "holdout", "classes":
+		return true
+	}
+	return false
 }
 
 // Flush applies a list written since the last flush: every close of a
@@ -160,17 +210,35 @@ func (h *subsetHandle) Flush(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	h.dirty = false
-	if err := h.apply(string(h.buf)); err != nil {
+	if err := h.apply(h.buf); err != nil {
+		h.drop() // refused: nothing of it is kept
 		return errno(err)
 	}
 	return 0
 }
 
-func isLetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' }
+// Release gives back what the list held.
+func (h *subsetHandle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.drop()
+	return 0
+}
+
+// drop forgets what was written and gives its memory back. Callers hold
+// h.mu.
+func (h *subsetHandle) drop() {
+	held := int64(len(h.buf))
+	h.inFlight.Add(-held)
+	h.buf, h.dirty = nil, false
+	if held >= giveBackAbove {
+		go debug.FreeOSMemory() // a full collection: not in a request
+	}
+}
 
 // subsetFile makes consumers/NAME/subset.
 func (d *consumerDir) subsetFile() *subsetFile {
-	return &subsetFile{controlFile{
+	return &subsetFile{fs: d.fs, controlFile: controlFile{
 		textFile: textFile{render: func() ([]byte, error) {
 			snap, err := d.fs.store.ConsumerSnapshot(d.name)
 			if err != nil {
@@ -178,18 +246,17 @@ func (d *consumerDir) subsetFile() *subsetFile {
 			}
 			return []byte(snap.Subset + "\n"), nil
 		}},
-		set: func(value string) error {
-			if d.fs.opts.ParseSubset == nil {
-				return fmt.Errorf("this mount takes no subsets: %w", batchstore.ErrBadSubset)
-			}
-			sub, err := d.fs.opts.ParseSubset([]byte(value))
-			if err == nil {
-				err = d.fs.store.SetSubset(d.name, sub)
-			}
-			if err != nil {
-				d.fs.store.RefusedSubset(d.name, err) // EINVAL cannot say why; status can
-			}
-			return err
-		},
+	}, set: func(value []byte) error {
+		if d.fs.opts.ParseSubset == nil {
+			return fmt.Errorf("this mount takes no subsets: %w", batchstore.ErrBadSubset)
+		}
+		sub, err := d.fs.opts.ParseSubset(value)
+		if err == nil {
+			err = d.fs.store.SetSubset(d.name, sub)
+		}
+		if err != nil {
+			d.fs.store.RefusedSubset(d.name, err) // EINVAL cannot say why; status can
+		}
+		return err
 	}}
 }

@@ -32,6 +32,10 @@ type Options struct {
 	// ParseSubset reads what a consumer's subset file is given (see
 	// batchstore.ParseSubset); nil: writes to it fail with EINVAL.
 	ParseSubset func(text []byte) (*batchstore.Subset, error)
+	// SubsetBytes is the most a subset of this mount's dataset can take
+	// written (every index once, as text or int64s); a longer one is
+	// refused at the write that passes it. nil: maxSubsetBytes.
+	SubsetBytes func() int64
 	// Classes renders MOUNTPOINT/classes: one class name a line, in
 	// label order; nil where the classes are not known (ingest).
 	Classes func() ([]byte, error)

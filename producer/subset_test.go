@@ -3,6 +3,7 @@ package producer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -318,4 +319,42 @@ func TestSubsetOrdersAreUniform(t *testing.T) {
 		}
 		t.Logf("%s: chi-square %.1f (48 degrees of freedom)", name, chi)
 	}
+}
+
+// A subset rewritten at every batch read applies: a newer subset replaces
+// a pending one where it stands, or, where that one is bound to a planned
+// producer epoch, follows it. Before, each write moved the pending change
+// to the first unplanned producer epoch, ahead of the reader for good: a
+// subset rewritten every 40 ms for 45 s never applied.
+func TestARewrittenSubsetApplies(t *testing.T) {
+	const n = 24
+	cfg := producertest.Config(source.NewSyntheticSized(n, 2, 6, 10), 4, 6, 1)
+	r := newRig(t, cfg, 8)
+	r.join("c", 0, nil)
+	half := func(k int) *batchstore.Subset {
+		return subsetOf(t, fmt.Sprintf("holdout %d/2", k), n, func(i int) bool { return i%2 == k-1 })
+	}
+	r.run()
+	writes := 0
+	r.read("c", 4, func(int) {
+		writes++
+		if err := r.store.SetSubset("c", half(1+writes%2)); err != nil {
+			t.Error(err)
+		}
+	})
+	epochs := r.wait()["c"]
+	if len(epochs) != 6 || len(epochs[0]) != n {
+		t.Fatalf("%d epochs, the first of %d samples: want 6, the first whole", len(epochs), len(epochs[0]))
+	}
+	for _, e := range epochs[1:] {
+		if len(e) == n/2 {
+			return // a half applied
+		}
+	}
+	t.Fatalf("after %d writes no epoch was a half: epoch sizes %v", writes, func() (s []int) {
+		for _, e := range epochs {
+			s = append(s, len(e))
+		}
+		return s
+	}())
 }

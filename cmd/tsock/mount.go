@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -425,6 +426,20 @@ func (c *mountCommand) parseSubset(text []byte) (*batchstore.Subset, error) {
 	return batchstore.ParseSubset(text, d)
 }
 
+// subsetBytes is the most a subset of this mount's dataset can take
+// written: every index once, as a text line or an int64, and room for
+// blank lines and a form.
+func (c *mountCommand) subsetBytes() int64 {
+	n := int64(0)
+	if c.ingest != nil {
+		n = int64(c.ingest.Samples())
+	} else if c.cfg.Source != nil {
+		n = int64(c.cfg.Source.Len())
+	}
+	digits := int64(len(strconv.FormatInt(max(n-1, 0), 10)))
+	return max(n*(digits+2), 8*n) + 4096
+}
+
 // mount serves the store at the mountpoint.
 func (c *mountCommand) mount(in fs.Ingest) error {
 	probe, err := c.alloc.Create(4096)
@@ -443,7 +458,7 @@ func (c *mountCommand) mount(in fs.Ingest) error {
 	if c.ingest == nil {
 		opts.Classes = c.classes
 	}
-	opts.ParseSubset = c.parseSubset
+	opts.ParseSubset, opts.SubsetBytes = c.parseSubset, c.subsetBytes
 	if c.gpu != nil {
 		opts.CUDA, opts.GPU = batchfile.NewCUDAFiles(c.gpu.pool), c.gpu.files()
 	}

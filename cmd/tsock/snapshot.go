@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/gpu"
 	"github.com/tsock/tsock/producer"
@@ -83,6 +86,9 @@ func (c *mountCommand) snapshot() *mountSnapshot {
 		}
 	}
 	s.state, s.stateText = producerState(s.store, failure)
+	if s.ingest != nil && s.stateText == "producing" {
+		s.stateText = ingestWaiting(s)
+	}
 	if c.cache != nil {
 		cs := c.cache.Stats()
 		s.cache = &cs
@@ -103,6 +109,22 @@ func (c *mountCommand) snapshot() *mountSnapshot {
 		s.gpu = c.gpu.snapshot(s.store.Consumers)
 	}
 	return s
+}
+
+// ingestWaiting is an ingest mount's state while it waits on outside
+// producers: what it waits for, and how long nothing came (a producer
+// that died says nothing itself).
+func ingestWaiting(s *mountSnapshot) string {
+	st := s.ingest
+	if st.Writing != "" {
+		return "writing " + st.Writing
+	}
+	since, what := st.LastWrite, "the last batch"
+	if since.IsZero() {
+		since, what = time.Now().Add(-s.store.Uptime), "the mount"
+	}
+	return fmt.Sprintf("waiting for a producer to write ingest/%06d.safetensors: nothing since %s at %s (%s ago)",
+		s.ingestNext, what, since.Format(time.TimeOnly), time.Since(since).Round(time.Second))
 }
 
 // snapshot is the GPU's part of a mount snapshot: NVML is asked once per

@@ -118,14 +118,7 @@ func (c *mountCommand) ingestStatus(b *strings.Builder, s *mountSnapshot) {
 	}
 	fmt.Fprintf(b, "batch size: %d (consumers' default)\n", c.cfg.BatchSize)
 	fmt.Fprintf(b, "epoch: %d of %s (%d samples of it published)\n", st.Epoch, epochs, st.Position)
-	state := s.stateText
-	if state == "producing" {
-		state = "waiting for a producer to write ingest/" + fmt.Sprintf("%06d.safetensors", s.ingestNext)
-		if st.Writing != "" {
-			state = "writing " + st.Writing
-		}
-	}
-	fmt.Fprintf(b, "state: %s\n", state)
+	fmt.Fprintf(b, "state: %s\n", s.stateText)
 	last := "never"
 	if !st.LastWrite.IsZero() {
 		last = time.Since(st.LastWrite).Round(time.Second).String() + " ago"

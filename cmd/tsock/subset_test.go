@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -231,4 +232,97 @@ func readInProcess(t *testing.T, d *daemon, name string, after func(j uint64)) [
 		got = append(got, b)
 		after(j)
 	}
+}
+
+// Subset files cannot exhaust the daemon's memory nor apply the wrong
+// thing: a binary list whose first index reads as a letter is a list, not
+// a one-line form; a list longer than any subset of the dataset is refused
+// at the write that passes it (EFBIG); all lists being written share a
+// bound (ENOSPC past it), given back at their close.
+func TestSubsetFilesAreBounded(t *testing.T) {
+	small := startDaemon(t, "--source", "synthetic:200", "--image-size", "8", "--batch-size", "4", "--epochs", "1")
+	for _, first := range []uint64{72, 97} { // 'H', 'a'
+		list := binary.LittleEndian.AppendUint64(nil, first)
+		for i := uint64(100); i < 199; i++ {
+			list = binary.LittleEndian.AppendUint64(list, i)
+		}
+		path := filepath.Join(small.dir, "consumers", fmt.Sprint(first))
+		if err := os.Mkdir(path, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(filepath.Join(path, "subset"), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 0; k < len(list); k += 24 { // in pieces, as a buffered writer may
+			if _, err := f.Write(list[k:min(k+24, len(list))]); err != nil {
+				t.Fatalf("a binary list starting with %d, bytes %d on: %v", first, k, err)
+			}
+		}
+		if err := f.Close(); err != nil {
+			t.Fatalf("a binary list starting with %d: %v", first, err)
+		}
+		if got := readFile(t, filepath.Join(path, "subset")); got != "list of 100\n" {
+			t.Fatalf("a binary list starting with %d reads %q, want a list of 100", first, got)
+		}
+	}
+	small.stop(t)
+	d := startDaemon(t, "--source", "synthetic:2000000", "--image-size", "8", "--batch-size", "4", "--epochs", "1")
+	subset := func(name string) string {
+		if err := os.Mkdir(filepath.Join(d.dir, "consumers", name), 0o755); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+		return filepath.Join(d.dir, "consumers", name, "subset")
+	}
+	// Longer than any subset of 2,000,000 samples can be as text (7
+	// digits and a line end each): refused at the write past it.
+	f, err := os.OpenFile(subset("long"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte("1\n"), 1<<19) // 1 MiB
+	var werr error
+	for written := 0; werr == nil && written < 64<<20; written += len(chunk) {
+		_, werr = f.Write(chunk)
+	}
+	f.Close()
+	if !errors.Is(werr, syscall.EFBIG) {
+		t.Fatalf("a list past what the dataset can need: %v, want EFBIG", werr)
+	}
+	if got := readFile(t, subset("long")); got != "all\n" {
+		t.Fatalf("after a refused list the subset reads %q", got)
+	}
+	// Eight writers of 17 MiB each, together past the bound.
+	var files []*os.File
+	var full error
+	for k := 0; k < 8 && full == nil; k++ {
+		f, err := os.OpenFile(subset(fmt.Sprintf("w%d", k)), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+		for written := 0; written < 17<<20; written += len(chunk) {
+			if _, err := f.Write(chunk); err != nil {
+				full = err
+				break
+			}
+		}
+	}
+	if !errors.Is(full, syscall.ENOSPC) {
+		t.Fatalf("lists written together past the bound: %v, want ENOSPC", full)
+	}
+	for _, f := range files {
+		f.Close() // refused at close ("index 1 twice"): their room comes back
+	}
+	f, err = os.OpenFile(subset("after"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for written := 0; written < 17<<20; written += len(chunk) {
+		if _, err := f.Write(chunk); err != nil {
+			t.Fatalf("a list once the others closed: %v: their room did not come back", err)
+		}
+	}
+	f.Close()
+	d.stop(t)
 }

@@ -162,6 +162,15 @@ class ClientTest(unittest.TestCase):
             for k in ("images", "labels", "indices"):
                 np.testing.assert_array_equal(ours[k], theirs[k])
 
+    def test_a_timeout_reads_what_no_timeout_reads(self):
+        """A consumer with a timeout waits for batches as they come (its
+        own batch size too) and reads exact epochs: the bound is for a
+        producer that stopped, not for a slow one."""
+        m = self.mount("--batch-size", "8", "--epochs", "2")
+        with tsock.Consumer(m.dir, batch_size=5, timeout=60) as c:
+            epochs = [light(e) for e in c.epochs()]
+        self.check_epochs(epochs, 5, 2)
+
     def test_arrays_are_the_mapped_file(self):
         m = self.mount("--batch-size", "8")
         for writable in (False, True):
@@ -611,6 +620,51 @@ class IngestTest(unittest.TestCase):
             self.assertTrue((w.float() == (ids // 2).float().unsqueeze(1)).all())
         loader.close()
         c.close()
+
+    def test_serve_ends_when_the_mount_is_unmounted(self):
+        """serve returns when the mount stops, as documented: an ENOENT of
+        ingest/ under a mount that is gone is the mount closing, not an
+        error (it raised TsockError "ingest/status unreadable")."""
+        import threading
+
+        m = Mount(self, "--ingest", "--samples", "8", "--batch-size", "4", "--epochs", "0")
+        m.watchdog(60)  # a hang fails the test instead
+        c = tsock.Consumer(m.dir)
+        outcome = []
+
+        def run():
+            try:
+                tsock.serve(m.dir, [{"x": np.float32(i)} for i in range(8)], batch_size=4)
+                outcome.append("returned")
+            except Exception as e:  # the test reports it
+                outcome.append(repr(e))
+
+        t = threading.Thread(target=run)
+        t.start()
+        next(iter(c))  # serving
+        c.close()
+        m.proc.send_signal(signal.SIGTERM)
+        m.proc.wait(30)
+        t.join(30)
+        self.assertEqual(outcome, ["returned"])
+        # Whichever call meets the mount gone (ESHUTDOWN while it stops,
+        # ENOENT once it is unmounted), it is the mount closing.
+        m2 = Mount(self, "--ingest", "--samples", "8", "--batch-size", "4")
+        p = tsock.Producer(m2.dir)
+        m2.proc.send_signal(signal.SIGTERM)
+        m2.proc.wait(30)
+        for call in (p.order, p.next, lambda: p.publish({"x": np.zeros(4, np.float32)}, indices=[0, 1, 2, 3])):
+            with self.assertRaises(tsock.MountClosed):
+                call()
+
+    def test_a_consumer_gives_up_after_its_timeout(self):
+        """A consumer whose producer died waits no longer than its timeout,
+        and says what the mount says: nothing written since a time."""
+        m = Mount(self, "--ingest", "--samples", "20", "--batch-size", "4")
+        with tsock.Consumer(m.dir, timeout=0.5) as c:
+            with self.assertRaisesRegex(tsock.TsockError, r"no batch in 0.5 s \(the mount: .*nothing since the mount"):
+                next(iter(c))
+        self.assertRegex(m.status(), r"state: waiting for a producer to write ingest/000000.safetensors: nothing since the mount at")
 
     def test_bad_batches_raise_with_the_reason(self):
         m = Mount(self, "--ingest", "--buffer", "1MiB")

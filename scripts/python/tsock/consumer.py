@@ -4,6 +4,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import time
 import weakref
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
@@ -23,11 +24,18 @@ class Consumer:
     by default). Iterating yields every batch of every epoch in order;
     epochs() yields one iterator per epoch. It leaves (rmdir) on close(),
     at the end of a with block, when collected, or at interpreter exit.
+    timeout: seconds to wait for any one batch before raising TsockError
+    (None: no bound; a producer may be slow for good reasons).
     """
 
     def __init__(self, mount: Path, name: Optional[str] = None, batch_size: Optional[int] = None,
-                 writable: bool = False, subset: Union[None, str, Sequence[int], np.ndarray] = None) -> None:
+                 writable: bool = False, subset: Union[None, str, Sequence[int], np.ndarray] = None,
+                 timeout: Optional[float] = None) -> None:
         self.mount = os.fspath(mount)
+        # timeout: seconds to wait for one batch before giving up (None:
+        # as long as it takes). A producer that died (an outside one,
+        # under --ingest) leaves a consumer waiting: this says so instead.
+        self.timeout = timeout
         consumers = os.path.join(self.mount, "consumers")
         if not os.path.isfile(os.path.join(self.mount, "status")) or not os.path.isdir(consumers):
             raise TsockError(f"{self.mount}: not a tsock mount (no status file or consumers/): is `tsock mount` running?")
@@ -134,6 +142,31 @@ class Consumer:
                 why = "failed"
             raise TsockError(f"{self.mount}: the producer {why}") from None
 
+    def _await(self, name: str) -> None:
+        """Waits, up to self.timeout, until batch name is listed in the
+        consumer's directory (published) or the consumer has nothing more
+        to wait for; then the open does not block. The listing and the
+        state file never block: polled, as no event says a batch came."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                if name in os.listdir(self.dir):
+                    return
+            except OSError:
+                return  # the open says what is wrong
+            # Nothing more is coming for it, or it is past its end (idle:
+            # no consumer needs a sample): the open answers at once.
+            if state(os.path.join(self.dir, "state")) in ("done", "evicted", "") or \
+                    state(os.path.join(self.mount, "state")) in ("failed", "stopped", "idle", ""):
+                return
+            if time.monotonic() >= deadline:
+                try:
+                    why = status.read(self.mount)["state_text"]
+                except status.StatusError as e:
+                    why = str(e)
+                raise TsockError(f"consumer {self.name}: no batch in {self.timeout:g} s (the mount: {why})")
+            time.sleep(min(0.05, self.timeout))
+
     def _take(self) -> Any:
         """The next batch, or None after the last one."""
         if self._pending is not None:
@@ -142,6 +175,8 @@ class Consumer:
         if not self._finalizer.alive:
             raise TsockError(f"consumer {self.name} is closed")
         path = os.path.join(self.dir, "%06d%s" % (self._next, self._suffix))
+        if self.timeout is not None:
+            self._await(os.path.basename(path))
         try:
             b = self._load(path)
         except FileNotFoundError:

@@ -83,7 +83,9 @@ class Producer:
     def _error(self, e: OSError, what: str) -> TsockError:
         """The exception for an OSError of an ingest/ file: MountClosed when
         the daemon stops, else the errno with ingest/status's reason."""
-        if e.errno in GONE:
+        if e.errno in GONE or (e.errno == errno.ENOENT and not _mounted(self.mount)):
+            # ENOENT where the mount was: it is gone (unmounted at the
+            # daemon's SIGTERM), which is the mount closing, as GONE is.
             return MountClosed(f"{self.mount}: the tsock daemon stopped ({e.strerror})")
         if e.errno == errno.ENODATA:
             return TsockError(f"{self.mount}: {what}: no samples left: every sample of the dataset was skipped "
@@ -93,6 +95,11 @@ class Producer:
         except OSError:
             why = "ingest/refusal unreadable"
         return TsockError(f"{self.mount}: {what}: {e.strerror}: {why}")
+
+
+def _mounted(mount: str) -> bool:
+    """Whether mount is still a tsock mount (its status file is there)."""
+    return os.path.isfile(os.path.join(mount, "status"))
 
 
 def serve(mount: Path, dataset: Any, batch_size: int = 256, num_workers: int = 0,
