@@ -145,8 +145,13 @@ func (s *Store) updateClocks(c *consumer, ck *evictionCheck) {
 // "" while its waits may end. Callers hold s.mu.
 func (s *Store) deadlockOf(c *consumer, ck *evictionCheck) (reason string, mapped bool) {
 	switch {
-	case ck.over(c.selfBlocked):
+	case ck.over(c.selfBlocked) && len(c.handles) > 0:
 		return fmt.Sprintf("read or unlink batch %d first, or hold fewer open", c.low), false
+	case ck.over(c.selfBlocked):
+		// It holds nothing: its next batch needs more producer batches
+		// than the full buffer can hold beside what others still need
+		// (a sparse subset in a small buffer).
+		return "its next batch spans more producer batches than the buffer can hold beside what other consumers still need: raise --buffer, lower its batch_size, or widen its subset", false
 	case ck.over(c.mappedOut):
 		return fmt.Sprintf("the buffer is taken by %s of batches already read but still mapped (a mapping outlives its file's close): drop arrays of old batches before reading on", humanize.IBytes(uint64(s.lingering))), true
 	}

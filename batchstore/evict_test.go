@@ -194,12 +194,16 @@ func TestEvictionRulesInOrder(t *testing.T) {
 		{"stalled, not yet for the timeout", Block, clocks{stalled: short}, "", ""},
 		{"a straggler under block", Block, clocks{straggling: long}, "", ""},
 		{"a straggler under evict", Evict, clocks{straggling: long}, "", "held the oldest batch"},
-		{"self-blocked under block: a deadlock, not an eviction", Block, clocks{selfBlocked: long, stalled: long}, "read or unlink", ""},
-		{"self-blocked under evict", Evict, clocks{selfBlocked: long, straggling: long}, "read or unlink", "waited"},
+		{"self-blocked under block: a deadlock, not an eviction", Block, clocks{selfBlocked: long, stalled: long}, "raise --buffer", ""},
+		{"self-blocked under evict", Evict, clocks{selfBlocked: long, straggling: long}, "raise --buffer", "waited"},
+		{"self-blocked holding batches", Block, clocks{selfBlocked: long}, "read or unlink", ""},
 		{"mapped out: never evicted", Evict, clocks{mappedOut: long, straggling: long}, "mapped", ""},
 		{"stalled before straggling", Evict, clocks{stalled: long, straggling: long}, "", "no open file"},
 	} {
 		c := &consumer{clocks: tc.clocks}
+		if tc.name == "self-blocked holding batches" {
+			c.handles = map[uint64]int{0: 1}
+		}
 		ck := &evictionCheck{Eviction: Eviction{Timeout: time.Second, Straggler: tc.straggler}, now: now}
 		s := &Store{}
 		dl, _ := s.deadlockOf(c, ck)
