@@ -36,6 +36,15 @@
 //   - A sample that fails to load or decode is skipped, counted once per
 //     file with its reason, and left out of later epochs; the batch is
 //     filled from the samples after it, so the order stays deterministic.
+//     Past Config.MaxSkipped (--max-skipped) the run fails instead
+//     (batchstore.ErrSkipBudget). Under --rescan a skipped sample whose
+//     file changed (source.Versioned) is tried again.
+//   - A kept sample (Config.Keep) is served only while its file is the
+//     version it was made from; a changed one is made again, a deleted
+//     one skipped.
+//   - What tells of the store, not of a sample (remote.StoreFault: a
+//     store that keeps failing, credentials refused, a dataset gone) and
+//     reads cut short by the run stopping never mark a sample bad.
 //   - In GPU mode a batch's data is on its GPU slab before it is
 //     published, and the slab is returned only when the batch is freed.
 //   - A run forever keeps no state per epoch: only the epoch being made
