@@ -15,7 +15,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 import numpy as np
