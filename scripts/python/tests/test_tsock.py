@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import numpy as np
@@ -424,7 +425,11 @@ class PackageTest(unittest.TestCase):
         c = tsock.Consumer(m.dir, name="reader")
         self.addCleanup(c.close)
         n = sum(1 for _ in c)
-        mine = c.status()
+        # The last batch is consumed at its RELEASE, which the kernel sends
+        # after the close, asynchronously: poll for it (bounded).
+        deadline = time.monotonic() + 20
+        while (mine := c.status())["state"] != "done" and time.monotonic() < deadline:
+            time.sleep(0.01)
         self.assertEqual(n, 6)
         self.assertEqual((mine["state"], mine["samples_read"], mine["epoch_done"], mine["epoch_len"]), ("done", 48, 48, 48))
         out = self.run_status(m.dir, "--json")
