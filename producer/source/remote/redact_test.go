@@ -43,7 +43,7 @@ func FuzzRedact(f *testing.F) {
 	f.Add("http", "KEY:SECRET", "127.0.0.1:99999")
 	f.Add("", "a/b%c[d e", "[::1")
 	f.Fuzz(func(t *testing.T, scheme, user, rest string) {
-		if user == "" || strings.Contains(rest, "@") || strings.Contains(scheme, "://") || strings.Contains(scheme, "@") ||
+		if user == "" || strings.Contains(rest, "@") || strings.ContainsAny(scheme, "@/") || strings.Contains(scheme, "://") ||
 			(scheme == "" && strings.Contains(user, "://")) {
 			return
 		}

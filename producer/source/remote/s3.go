@@ -122,19 +122,20 @@ func firstEnv(names ...string) string {
 }
 
 // Redact is raw with whatever may be user-info (credentials) cut out,
-// for messages: everything between the scheme's "://" (or the start) and
-// the last '@'. It fails closed: nothing is parsed, so a URL that does
-// not parse (a bad port, a stray '%', an unclosed '[', a space) or a
-// secret holding '/' is cut all the same.
+// for messages: everything before the last '@' but a scheme ("NAME://"
+// before any '@' or '/'). It fails closed: nothing is parsed, so a URL
+// that does not parse (a bad port, a stray '%', an unclosed '[', a
+// space) or a secret holding '/' or "://" is cut all the same.
 func Redact(raw string) string {
-	start := 0
-	if i := strings.Index(raw, "://"); i >= 0 {
-		start = i + len("://")
+	at := strings.LastIndexByte(raw, '@')
+	if at < 0 {
+		return raw
 	}
-	if k := strings.LastIndexByte(raw[start:], '@'); k >= 0 {
-		return raw[:start] + "REDACTED@" + raw[start+k+1:]
+	scheme := ""
+	if i := strings.Index(raw, "://"); i >= 0 && i < at && !strings.ContainsAny(raw[:i], "@/") {
+		scheme = raw[:i+len("://")]
 	}
-	return raw
+	return scheme + "REDACTED@" + raw[at+1:]
 }
 
 // backoff is the wait before attempt k (from 1): 50 ms doubling, at most 2 s.
