@@ -70,7 +70,12 @@ func (b SkipBudget) Allowed(samples int) int {
 	case b.Count < 0:
 		return 0
 	case b.Percent > 0:
-		return int(math.Floor(b.Percent / 100 * float64(samples)))
+		// Never more than samples: a float at or past an int's range
+		// converts to anything.
+		if f := math.Floor(b.Percent / 100 * float64(samples)); f < float64(samples) {
+			return max(int(f), 0)
+		}
+		return max(samples, 0)
 	}
 	return b.Count
 }

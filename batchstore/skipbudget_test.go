@@ -2,6 +2,7 @@ package batchstore
 
 import (
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -22,6 +23,9 @@ func TestSkipBudget(t *testing.T) {
 		if err := b.Check(tc.skipped, tc.samples); (err != nil) != tc.over || (err != nil && !errors.Is(err, ErrSkipBudget)) {
 			t.Errorf("%s, %d of %d skipped: %v", tc.budget, tc.skipped, tc.samples, err)
 		}
+	}
+	if b, _ := ParseSkipBudget("100%"); b.Allowed(math.MaxInt) != math.MaxInt || b.Check(math.MaxInt, math.MaxInt) != nil {
+		t.Error("100% of the largest dataset overflows")
 	}
 	if (SkipBudget{}).Check(1<<40, 1) != nil {
 		t.Error("the zero budget bounds something")
