@@ -10,6 +10,9 @@
 //	consumers/NAME/status           one consumer's state (NAME: mode 0700, its maker's)
 //	consumers/NAME/state            the same, one word
 //	consumers/NAME/000042.safetensors  that consumer's batch 42
+//	consumers/NAME/batch_size, subset   its own batch size and data (control files)
+//	ingest/next, order, skip, samples   an outside producer's side (--ingest)
+//	ingest/status, refusal          its state for people; the last refusal, one line
 //
 // Invariants:
 //   - A Lookup of a batch that is not published yet blocks in the store
@@ -36,6 +39,11 @@
 //   - A released batch file's inode is pruned from the kernel (NOTIFY_PRUNE)
 //     from a goroutine the mount owns, never inside a request, so that a
 //     run forever keeps the daemon and the kernel flat.
+//   - A subset file takes a form at its write (told by its keyword) and a
+//     list at its close (a binary one told by its NUL bytes); a list is
+//     bounded by what the dataset can need (EFBIG) and all lists being
+//     written by one total (ENOSPC), and what a list holds is given back
+//     when it is refused or closed.
 //   - The kernel checks permissions (default_permissions) against the
 //     modes and owners given here; other users get in only with
 //     AllowOther.
