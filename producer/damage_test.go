@@ -134,18 +134,30 @@ func TestRescanTriesAHalfWrittenFileAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := &hooked{Folder: folder, change: func(epoch int) {
+	for _, cached := range []bool{false, true} { // --cache must not serve the half it kept
+		if err := os.WriteFile(late, whole[:len(whole)/2], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		halfWrittenRetried(t, folder, late, whole, cached)
+	}
+}
+
+func halfWrittenRetried(t *testing.T, folder *source.Folder, late string, whole []byte, cached bool) {
+	var src source.Source = &hooked{Folder: folder, change: func(epoch int) {
 		if epoch == 1 { // the copy completes before epoch 1 is planned
 			if err := os.WriteFile(late, whole, 0o644); err != nil {
 				t.Error(err)
 			}
 		}
 	}}
+	if cached {
+		src = source.NewCache(src, 1<<30)
+	}
 	cfg := producertest.Config(src, 3, 2, 1)
 	cfg.Rescan = true
 	got, p, runErr, readErr := run(t, cfg)
 	if runErr != nil || readErr != nil {
-		t.Fatalf("producer %v, reading %v", runErr, readErr)
+		t.Fatalf("cache %v: producer %v, reading %v", cached, runErr, readErr)
 	}
 	idx := int64(slices.Index(func() []string {
 		var names []string
@@ -156,10 +168,10 @@ func TestRescanTriesAHalfWrittenFileAgain(t *testing.T) {
 	}(), late))
 	epochs := byEpoch(got)
 	if slices.Contains(epochs[0], idx) || !slices.Contains(epochs[1], idx) || len(epochs[1]) != folder.Len() {
-		t.Fatalf("the late file (index %d) in epoch 0: %v; in epoch 1: %v (want it there, %d samples)", idx, epochs[0], epochs[1], folder.Len())
+		t.Fatalf("cache %v: the late file (index %d) in epoch 0: %v; in epoch 1: %v (want it there, %d samples)", cached, idx, epochs[0], epochs[1], folder.Len())
 	}
 	if n := p.Stats().Skipped(); n != 0 {
-		t.Fatalf("%d skipped after the file was complete", n)
+		t.Fatalf("cache %v: %d skipped after the file was complete", cached, n)
 	}
 }
 

@@ -268,8 +268,11 @@ func (p *Producer) rescan(epoch int) {
 		return
 	}
 	if v, ok := source.As[source.Versioned](p.cfg.Source); ok {
-		if n := p.stats.retryChanged(v); n > 0 {
-			slog.Info("rescan: samples skipped before whose files changed are tried again", "samples", n, "epoch", epoch)
+		if retried := p.stats.retryChanged(v); len(retried) > 0 {
+			if c, ok := p.cfg.Source.(*source.Cache); ok {
+				c.Forget(retried...) // the bytes it kept are the old ones
+			}
+			slog.Info("rescan: samples skipped before whose files changed are tried again", "samples", len(retried), "epoch", epoch)
 		}
 	}
 	if added > 0 {

@@ -142,21 +142,21 @@ func (s *Stats) verdict(index int, version, name string, err error) (over error)
 
 // retryChanged forgets the skips of samples whose version changed since
 // they were read (a file copied in half-written, complete now): the next
-// epoch tries them again. It returns how many.
-func (s *Stats) retryChanged(v source.Versioned) int {
+// epoch tries them again. It returns them.
+func (s *Stats) retryChanged(v source.Versioned) []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
+	var retried []int
 	for i, b := range s.bad {
 		if b.version == "" {
 			continue
 		}
 		if now, err := v.Version(i); err == nil && now != b.version {
 			delete(s.bad, i)
-			n++
+			retried = append(retried, i)
 		}
 	}
-	return n
+	return retried
 }
 
 // waitEpoch blocks until every sample of the epoch being dispatched has

@@ -161,6 +161,25 @@ func (c *Cache) keep(i int, data []byte) {
 	c.count++
 }
 
+// Forget drops what the cache holds of samples: their files changed, so
+// the next read goes to the source. Room on disk is not reused (the
+// cache only appends); in memory it is given back.
+func (c *Cache) Forget(samples ...int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, i := range samples {
+		switch {
+		case c.disk == nil && i < len(c.files) && c.files[i] != nil:
+			c.used -= int64(len(c.files[i]))
+			c.files[i] = nil
+			c.count--
+		case c.disk != nil && i < len(c.disk.spans) && c.disk.spans[i].size != 0:
+			c.disk.spans[i] = diskSpan{}
+			c.count--
+		}
+	}
+}
+
 // CacheStats is what the cache holds and how often it answered.
 type CacheStats struct {
 	Limit, Used  int64
