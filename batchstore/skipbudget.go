@@ -17,8 +17,8 @@ var ErrSkipBudget = errors.New("more samples skipped than --max-skipped allows")
 // its own bytes say (a corrupt or unreadable file): a count, or a share
 // of the dataset. The zero value bounds nothing.
 type SkipBudget struct {
-	Count    int     // at most this many (with Percent 0); -1: none at all
-	Percent  float64 // at most this percent of the dataset, 0 < Percent <= 100
+	count    int     // at most this many (with percent 0)
+	percent  float64 // else at most this percent of the dataset
 	bounded  bool
 	asString string
 }
@@ -37,20 +37,14 @@ func ParseSkipBudget(s string) (SkipBudget, error) {
 		if err != nil || math.IsNaN(v) || v < 0 || v > 100 {
 			return SkipBudget{}, fmt.Errorf("max-skipped %q: want a whole number of samples or a percentage from 0%% to 100%%", s)
 		}
-		b.Percent = v
-		if v == 0 {
-			b.Count = -1
-		}
+		b.percent = v
 		return b, nil
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 {
 		return SkipBudget{}, fmt.Errorf("max-skipped %q: want a whole number of samples or a percentage from 0%% to 100%%", s)
 	}
-	b.Count = n
-	if n == 0 {
-		b.Count = -1
-	}
+	b.count = n
 	return b, nil
 }
 
@@ -67,17 +61,15 @@ func (b SkipBudget) Allowed(samples int) int {
 	switch {
 	case !b.bounded:
 		return -1
-	case b.Count < 0:
-		return 0
-	case b.Percent > 0:
+	case b.percent > 0:
 		// Never more than samples: a float at or past an int's range
 		// converts to anything.
-		if f := math.Floor(b.Percent / 100 * float64(samples)); f < float64(samples) {
+		if f := math.Floor(b.percent / 100 * float64(samples)); f < float64(samples) {
 			return max(int(f), 0)
 		}
 		return max(samples, 0)
 	}
-	return b.Count
+	return b.count
 }
 
 // Check returns an error wrapping ErrSkipBudget if skipped of samples is

@@ -232,7 +232,7 @@ func (h *subsetHandle) drop() {
 	h.inFlight.Add(-held)
 	h.buf, h.dirty = nil, false
 	if held >= giveBackAbove {
-		go debug.FreeOSMemory() // a full collection: not in a request
+		debug.FreeOSMemory() // a full collection, once per large list: rare
 	}
 }
 

@@ -38,29 +38,7 @@ func (h *hooked) Rescan() (int, error) {
 func run(t *testing.T, cfg producer.Config) (got []*batchfile.Batch, p *producer.Producer, runErr, readErr error) {
 	t.Helper()
 	r := producertest.StartProducer(t, cfg, time.Minute)
-	for i := uint64(0); ; i++ {
-		ref, err := r.Store.Lookup(r.Ctx, "c", i, 1)
-		if err != nil {
-			if !errors.Is(err, batchstore.ErrNotFound) {
-				readErr = err
-			}
-			break
-		}
-		l, err := r.Store.Open(ref.Seq, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data := make([]byte, ref.Size)
-		if _, err := l.Blob().ReadAt(data, 0); err != nil {
-			t.Fatal(err)
-		}
-		l.Release()
-		b, err := batchfile.ParseBatch(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, b)
-	}
+	got, readErr = r.Read(t, nil)
 	r.Cancel()
 	return got, r.P, <-r.Done, readErr
 }

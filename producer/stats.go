@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/producer/source"
 	"github.com/tsock/tsock/producer/source/remote"
 )
@@ -119,7 +118,6 @@ func (s *Stats) verdict(index int, version, name string, err error) (over error)
 		s.decoded++
 	case remote.StoreFault(err): // not the sample's fault: the pipeline stops on it
 	case errors.Is(err, context.Canceled): // the run is stopping: its reads were cut short
-	case errors.Is(err, batchstore.ErrSkipBudget): // already over
 	case !seen:
 		reason := fmt.Sprintf("%s: %v", name, err)
 		s.bad[index] = badSample{reason: reason, version: version}
@@ -145,16 +143,23 @@ func (s *Stats) verdict(index int, version, name string, err error) (over error)
 // epoch tries them again. It returns them.
 func (s *Stats) retryChanged(v source.Versioned) []int {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	var retried []int
+	was := make(map[int]string, len(s.bad))
 	for i, b := range s.bad {
-		if b.version == "" {
-			continue
+		if b.version != "" {
+			was[i] = b.version
 		}
-		if now, err := v.Version(i); err == nil && now != b.version {
-			delete(s.bad, i)
+	}
+	s.mu.Unlock()
+	var retried []int
+	for i, version := range was { // a stat each: not under the lock verdicts take
+		if now, err := v.Version(i); err == nil && now != version {
 			retried = append(retried, i)
 		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, i := range retried {
+		delete(s.bad, i)
 	}
 	return retried
 }

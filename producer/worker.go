@@ -12,10 +12,18 @@ type worker struct {
 	p       *Producer
 	maker   *pipeline.Maker
 	scratch []byte // the encoded bytes of the sample being made
+	// versions tells a sample's version where it matters: where it may
+	// be served from a copy, or tried again once its file changes (a
+	// stat, beside a decode). nil otherwise.
+	versions source.Versioned
 }
 
 func (p *Producer) newWorker() *worker {
-	return &worker{p: p, maker: pipeline.NewMaker(p.cfg.pipeline(), p.useTurbo)}
+	w := &worker{p: p, maker: pipeline.NewMaker(p.cfg.pipeline(), p.useTurbo)}
+	if v, ok := source.As[source.Versioned](p.cfg.Source); ok && (p.kept != nil || p.cfg.Rescan) {
+		w.versions = v
+	}
+	return w
 }
 
 func (w *worker) close() { w.maker.Close() }
@@ -24,11 +32,9 @@ func (w *worker) close() { w.maker.Close() }
 // deterministic transform's first making) while its file is the one it
 // was made from, else from its bytes.
 func (w *worker) make(ctx context.Context, t *task) error {
-	// A sample's version matters where it may be served from a copy, or
-	// tried again once its file changes: a stat, beside a decode.
-	if v, ok := source.As[source.Versioned](w.p.cfg.Source); ok && (w.p.kept != nil || w.p.cfg.Rescan) {
+	if w.versions != nil {
 		var err error
-		if t.version, err = v.Version(t.index); err != nil {
+		if t.version, err = w.versions.Version(t.index); err != nil {
 			return err // gone: skipped and counted, never served from a copy
 		}
 	}

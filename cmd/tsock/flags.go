@@ -26,8 +26,8 @@ func parseFlags(fs *pflag.FlagSet, args []string) error {
 		if errors.Is(err, pflag.ErrHelp) {
 			return errHelp
 		}
-		if own, ok := valueError(err); ok {
-			return usageError{own}
+		if own := (flagValueError{}); errors.As(err, &own) {
+			return usageError{own.error} // its message names the flag already
 		}
 		return usageError{err}
 	}

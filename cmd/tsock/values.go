@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -185,13 +184,4 @@ func orList(words []string) string {
 		s += ", " + w
 	}
 	return s + " or " + words[len(words)-1]
-}
-
-// valueError is the refusal inside a pflag error, if one of ours.
-func valueError(err error) (error, bool) {
-	var fe flagValueError
-	if errors.As(err, &fe) {
-		return fe.error, true
-	}
-	return nil, false
 }

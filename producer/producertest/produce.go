@@ -130,3 +130,37 @@ func StartProducer(t *testing.T, cfg producer.Config, timeout time.Duration) *Ru
 	go func() { r.Done <- p.Run(ctx) }()
 	return r
 }
+
+// Read reads consumer "c"'s batches in order until its end or the first
+// failed lookup, whose error it returns (the end's ErrNotFound is nil),
+// calling after, if set, with each batch read.
+func (r *Running) Read(t testing.TB, after func(j uint64, b *batchfile.Batch)) ([]*batchfile.Batch, error) {
+	t.Helper()
+	var got []*batchfile.Batch
+	for j := uint64(0); ; j++ {
+		ref, err := r.Store.Lookup(r.Ctx, "c", j, 1)
+		if errors.Is(err, batchstore.ErrNotFound) {
+			return got, nil
+		}
+		if err != nil {
+			return got, err
+		}
+		l, err := r.Store.Open(ref.Seq, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, ref.Size)
+		if _, err := l.Blob().ReadAt(data, 0); err != nil {
+			t.Fatal(err)
+		}
+		l.Release()
+		b, err := batchfile.ParseBatch(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b)
+		if after != nil {
+			after(j, b)
+		}
+	}
+}

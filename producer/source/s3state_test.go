@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
 	"github.com/tsock/tsock/producer/source/remote"
@@ -45,27 +46,15 @@ func stateRun(t *testing.T, epochs int, retryFor time.Duration, fault func(n int
 		t.Fatal(err)
 	}
 	r := producertest.StartProducer(t, producertest.Config(src, 4, epochs, 1), time.Minute)
-	for j := uint64(0); ; j++ {
-		ref, err := r.Store.Lookup(r.Ctx, "c", j, 1)
-		if err != nil {
-			if !errors.Is(err, batchstore.ErrNotFound) {
-				lookupErr = err
-			}
-			break
-		}
-		l, err := r.Store.Open(ref.Seq, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		read += ref.Samples
-		l.Release()
+	_, lookupErr = r.Read(t, func(j uint64, b *batchfile.Batch) {
+		read += b.Samples()
 		if j == 0 {
 			armed.Store(true)
 			if after != nil {
 				after(server)
 			}
 		}
-	}
+	})
 	r.Cancel()
 	return read, int(r.P.Stats().Skipped()), lookupErr, <-r.Done
 }
