@@ -22,6 +22,9 @@ type epochMark struct {
 	// wanted is what the consumers' subsets held when it was planned:
 	// its order holds no other sample (nil: it holds all).
 	wanted *Subset
+	// drops are the positions the producer passed over since no decided
+	// consumer reading the epoch wanted their samples (Keep).
+	drops []drop
 }
 
 // split is where a consumer joined mid-epoch: its epochs end at the same
@@ -188,6 +191,13 @@ type readStats struct {
 type subsetState struct {
 	subset  *Subset
 	pending []subsetChange
+	// decided: it set a subset or began reading. Until then its wants
+	// (everything) hold no plan back (settle.go).
+	decided bool
+	// allowShort: the batch being computed may hold fewer samples than
+	// its batch size (stuck); shortBatches counts those it got.
+	allowShort   bool
+	shortBatches uint64
 	// subsetRefused: why the last refused write to its subset file was
 	// refused, for its status.
 	subsetRefused string
@@ -247,16 +257,11 @@ func (s *Store) Join(name string) error {
 	}
 	s.place(c)
 	s.consumers[name] = c
-	s.replaceForSubset(c) // all of the data: not in epochs planned for narrower subsets
+	s.wantsChanged()
 	s.noteWatchers()
 	// What it starts after is passed for it: that may free batches kept
 	// for the first joiner.
-	for _, b := range s.held {
-		if (c.startKnown && b.end() <= c.start) || (!c.startKnown && b.info.Epoch < c.joinEpoch) {
-			b.passed = true
-		}
-	}
-	s.freeWhatWeCan()
+	s.passBefore(c)
 	s.broadcast()
 	return nil
 }
@@ -377,6 +382,7 @@ func (s *Store) Leave(name string) error {
 	}
 	c.left = true
 	delete(s.consumers, name)
+	s.wantsChanged()
 	s.dropPending(c)
 	return nil
 }

@@ -45,6 +45,20 @@
 //     subset set while reading applies from its first epoch that starts
 //     in an unplanned producer epoch, never inside one.
 //
+//   - A consumer is undecided from its join until it sets a subset or
+//     reads: until then it holds no plan back. The producer makes a
+//     sample only if a decided consumer reading its epoch wants it (or
+//     none is decided: the buffer fills for whoever joins); what it
+//     passes over is recorded, and a consumer is settled (settle.go)
+//     only where none of its subset was passed over and its first batch
+//     fits the buffer.
+//
+//   - A subset is admitted only if every decided consumer's batch, under
+//     what all want together, spans no more producer batches than the
+//     buffer holds; and where one still cannot complete while it holds
+//     the oldest batch and the producer waits for room, it gets a short
+//     batch (stuck) rather than a deadlock.
+//
 //   - A consumer is evicted, or its waits fail with ErrDeadlock, only
 //     after one condition (evict.go: stalled, straggling, self-blocked,
 //     mapped out) has held for the whole consumer timeout; each rule is

@@ -217,5 +217,6 @@ func (s *Store) lagOf(c *consumer) int {
 // reason in its status, until it is removed. Callers hold s.mu.
 func (s *Store) evict(c *consumer, reason string) {
 	c.evicted = reason
+	s.wantsChanged()
 	s.dropPending(c)
 }

@@ -152,6 +152,7 @@ func (s *Store) consume(c *consumer, j uint64) {
 	c.batches.dropBelow(c.low)
 	if s.pastTheEnd(c, c.low) { // read everything: its split binds no more epochs
 		delete(s.splits, c.id)
+		s.wantsChanged()
 	}
 	mark := s.lowSample(c)
 	for _, b := range s.held {

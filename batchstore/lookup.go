@@ -184,8 +184,25 @@ func (s *Store) pick(c *consumer, cb *cbatch, sub *Subset, end uint64, endKnown 
 	case endKnown && x == end:
 		cb.start = end
 		return pastEnd
+	case got > 0 && c.allowShort:
+		c.shortBatches++
+		return known
 	}
 	return unknownYet
+}
+
+// stuck: c's batch local, its next to compute, cannot complete: the
+// producer waits for room that only c's reading can make (c needs the
+// oldest batch held, so nothing after it can go either), and what is
+// held of c's subset falls short of a batch. Then c gets what is held
+// as a short batch instead of a deadlock: its epoch stays exact, that
+// batch is smaller. Callers hold s.mu.
+func (s *Store) stuck(c *consumer, local uint64) bool {
+	if !s.stats.producerWaiting || s.stats.lingerBlocked || local != c.batches.computed() {
+		return false
+	}
+	b := s.held[s.oldestHeld()]
+	return b != nil && s.needs(c, b)
 }
 
 // finished reports whether c has no batch j: past its last epoch, or past
@@ -222,7 +239,11 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 	if !ok {
 		return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, ErrNoConsumer)
 	}
-	c.started = true
+	if !c.started {
+		if err := s.decide(c); err != nil {
+			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
+		}
+	}
 	c.caller = caller
 	for {
 		switch {
@@ -238,6 +259,11 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 			return Ref{}, fmt.Errorf("lookup %s/%d: past the consumer's last epoch: %w", name, local, ErrNotFound)
 		}
 		cb, state := s.resolve(c, local)
+		if state == unknownYet && s.stuck(c, local) {
+			c.allowShort = true
+			cb, state = s.resolve(c, local)
+			c.allowShort = false
+		}
 		switch {
 		case state == pastEnd && errors.Is(s.failure, ErrNoSamples):
 			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, s.failure)
@@ -270,6 +296,28 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
 		}
 	}
+}
+
+// decide starts c at its first lookup: one that set no subset reads all
+// of the data from here on, if that leaves every decided consumer's
+// batch within the buffer (else ErrDeadlock, and it stays undecided: it
+// may set a subset, or try again once others left). Callers hold s.mu.
+func (s *Store) decide(c *consumer) error {
+	if !c.decided && c.subset == nil && !s.cfg.Unordered {
+		if err := s.combinedNeed(c, nil); err != nil {
+			return fmt.Errorf("reading all %d samples: %w: %w", s.cfg.Samples, err, ErrDeadlock)
+		}
+	}
+	c.started = true
+	if !c.decided {
+		c.decided = true
+		if s.readable(c) {
+			s.wantsChanged()
+		} else {
+			s.settle(c)
+		}
+	}
+	return nil
 }
 
 func (s *Store) isDone(c *consumer, j uint64) bool {

@@ -84,6 +84,7 @@ func (w *roomWait) wait(ctx context.Context, size int64) error {
 		w.began = time.Now()
 		s.stats.producerWaits++
 		s.stats.producerWaiting = true
+		s.broadcast() // a consumer that only its own short batch can free looks again (stuck)
 	}
 	s.stats.lingerBlocked = s.used+s.reserved+size <= s.cfg.Limit
 	s.stats.waitingFor = size
@@ -184,13 +185,14 @@ func (s *Store) EndEpoch(e int) {
 }
 
 // endEpoch: the next epoch starts where e ends. An epoch that ends with
-// no sample published had every sample of the dataset skipped (each
-// epoch's order holds every sample not known bad): nothing can be made
-// again, and waiters get ErrNoSamples instead of waiting forever.
+// no sample published, none passed over for want of a consumer, had
+// every sample of the dataset skipped (each epoch's order holds every
+// sample not known bad): nothing can be made again, and waiters get
+// ErrNoSamples instead of waiting forever.
 // Callers hold s.mu.
 func (s *Store) endEpoch(e int) {
 	m := s.mark(e)
-	if m.outputSoFar == 0 && s.failure == nil {
+	if m.outputSoFar == 0 && len(m.drops) == 0 && s.failure == nil {
 		s.failure = fmt.Errorf("producer epoch %d ended with none: %w", e, ErrNoSamples)
 	}
 	m.end, m.ended = s.samples, true
@@ -271,14 +273,14 @@ func (s *Store) PlanEpoch(e int, plan Plan) {
 	s.broadcast()
 }
 
-// wanted is what the active consumers' subsets hold together, now and
-// from their next epochs; nil (everything) if one has none, or none is
-// joined. Callers hold s.mu.
+// wanted is what the active, decided consumers' subsets hold together,
+// now and from their next epochs; nil (everything) if one has none, or
+// none is decided. Callers hold s.mu.
 func (s *Store) wanted() *Subset {
 	var u *Subset
 	first := true
 	for _, c := range s.consumers {
-		if !c.active() || s.pastTheEnd(c, c.low) { // one that read its last epoch wants nothing more
+		if !c.decided || !c.active() || s.pastTheEnd(c, c.low) { // one that read its last epoch wants nothing more
 			continue
 		}
 		mine := c.subset

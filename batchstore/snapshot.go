@@ -49,12 +49,16 @@ type ConsumerSnapshot struct {
 	NextFrom   int
 	// SubsetRefused: why its last refused subset write was refused.
 	SubsetRefused string
-	JoinedEpoch   int    // producer epoch it started in
-	JoinedPos     int    // sample position in that epoch where it started
-	Stitched      bool   // joined mid-epoch: its epochs span two producer epochs
-	BatchSize     int    // its own batch size
-	Position      uint64 // its own number of the next batch to consume
-	Epoch         int    // its own epoch of the last batch consumed, -1 before any
+	JoinedEpoch   int  // producer epoch it started in
+	JoinedPos     int  // sample position in that epoch where it started
+	Stitched      bool // joined mid-epoch: its epochs span two producer epochs
+	BatchSize     int  // its own batch size
+	// ShortBatches: batches it got with fewer samples than its batch size
+	// before its epoch's end, since the buffer could not hold a whole one
+	// of its sparse subset beside what others needed (never a deadlock).
+	ShortBatches uint64
+	Position     uint64 // its own number of the next batch to consume
+	Epoch        int    // its own epoch of the last batch consumed, -1 before any
 	// EpochSamples: samples it consumed of Epoch (a progress, for people:
 	// consumption may run out of order).
 	EpochSamples uint64
@@ -117,7 +121,7 @@ func (s *Store) ConsumerSnapshot(name string) (ConsumerSnapshot, error) {
 func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
 	cs := ConsumerSnapshot{
 		Name: c.name, LastPublished: s.stats.lastPublish, JoinedEpoch: c.joinEpoch, JoinedPos: c.joinPos, Stitched: c.splitID != 0,
-		BatchSize: c.batchSize, Position: c.low, Epoch: c.lastEpoch, EpochSamples: c.epochSamples,
+		BatchSize: c.batchSize, ShortBatches: c.shortBatches, Position: c.low, Epoch: c.lastEpoch, EpochSamples: c.epochSamples,
 		BatchesRead: c.batchesRead, SamplesRead: c.samplesRead, BytesRead: c.bytesRead,
 		OpenBatches: len(c.handles), Waiting: c.waiting > 0, WaitTotal: c.waitTotal,
 		Age:      time.Since(c.joined),

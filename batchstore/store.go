@@ -94,6 +94,18 @@ type Store struct {
 	stats     storeStats
 	start     time.Time
 	unwatched time.Time // since when no consumer is active; zero while one is
+	wantGen   uint64    // bumped when the consumers' wants change (settle.go)
+	keep      keepCache
+}
+
+// keepCache is what the decided consumers of one epoch want, as of
+// wantGen.
+type keepCache struct {
+	valid bool
+	epoch int
+	gen   uint64
+	sub   *Subset
+	any   bool
 }
 
 type storeStats struct {

@@ -111,10 +111,11 @@ func (s *Store) SetSubset(name string, sub *Subset) error {
 		}
 	}
 	if !c.started {
-		c.subset, c.pending = sub, nil
-		s.replaceForSubset(c)
+		c.subset, c.pending, c.decided = sub, nil, true
+		s.settle(c)
 	} else {
 		s.setNext(c, sub)
+		s.wantsChanged()
 	}
 	s.broadcast()
 	return nil
@@ -146,48 +147,10 @@ func (s *Store) checkSubset(c *consumer, sub *Subset) error {
 	if s.cfg.Samples > 0 && len(sub.words) > (s.cfg.Samples+63)/64 {
 		return fmt.Errorf("made for another dataset size than %d: %w", s.cfg.Samples, ErrBadSubset)
 	}
-	// Among what the consumers want together, a batch of sub spans about
-	// batch × wanted / |sub| samples: those producer batches are held
-	// together until it is read.
-	wanted := s.cfg.Samples
-	if u := union(s.wanted(), sub); u != nil {
-		wanted = u.Len()
-	}
-	spans := int64(c.batchSize)*int64(max(wanted, 1))/int64(sub.Len())/int64(s.cfg.BatchSize) + 2
-	if full := s.fullBatchBytes(); full > 0 && spans > s.cfg.Limit/full {
-		return fmt.Errorf("%d samples of the %d wanted: a batch of %d of them spans about %d producer batches, and the buffer holds %d (raise --buffer or lower batch_size): %w",
-			sub.Len(), wanted, c.batchSize, spans, s.cfg.Limit/full, ErrBadSubset)
+	if err := s.combinedNeed(c, sub); err != nil {
+		return fmt.Errorf("%w: %w", err, ErrBadSubset)
 	}
 	return nil
-}
-
-// replaceForSubset moves c, not reading yet, to the start of the next
-// producer epoch when an epoch it would read was planned without all of
-// its subset (the producer planned while only narrower subsets were
-// joined). Callers hold s.mu.
-func (s *Store) replaceForSubset(c *consumer) {
-	if s.covered(c.subset, c.joinEpoch) {
-		return
-	}
-	delete(s.splits, c.id)
-	s.placeAligned(c, s.planned+1)
-	for _, b := range s.held {
-		if b.info.Epoch < c.joinEpoch {
-			b.passed = true
-		}
-	}
-	s.freeWhatWeCan()
-}
-
-// covered says whether every producer epoch planned from from on holds
-// all of sub. Callers hold s.mu.
-func (s *Store) covered(sub *Subset, from int) bool {
-	for e := from; e <= s.planned; e++ {
-		if m := s.epochs[e]; m != nil && !sub.within(m.wanted) {
-			return false
-		}
-	}
-	return true
 }
 
 // firstProducerEpoch is the producer epoch where c's own epoch k starts:

@@ -30,6 +30,14 @@ func TestSetSubsetRefusesWhatTheStreamCannotServe(t *testing.T) {
 		{Config{Limit: 400, BatchSize: 4, Samples: 100, SizeOf: sizeOf}, one(100), "raise --buffer"},
 	} {
 		s := New(tc.cfg)
+		// Another consumer that reads everything: c's samples are then
+		// one in all of the data.
+		if err := s.Join("all"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetSubset("all", nil); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.Join("c"); err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,9 @@ func (c ConsumerSnapshot) Text() string {
 	}
 	fmt.Fprintf(&b, "joined at: producer epoch %d, sample %d (%s)\n", c.JoinedEpoch, c.JoinedPos, how)
 	fmt.Fprintf(&b, "batch size: %d\n", c.BatchSize)
+	if c.ShortBatches > 0 {
+		fmt.Fprintf(&b, "short batches: %d (its subset is sparse for the buffer: raise --buffer for full ones)\n", c.ShortBatches)
+	}
 	fmt.Fprintf(&b, "subset: %s\n", c.subsetText())
 	if c.NextSubset != "" {
 		fmt.Fprintf(&b, "next subset: %s, from its epoch %d\n", c.NextSubset, c.NextFrom)

@@ -53,7 +53,9 @@ func (p *Producer) assemble(ctx context.Context, pool chan<- []byte, results <-c
 			delete(waiting, next)
 			next++
 			err := a.add(ctx, t)
-			pool <- t.buf
+			if t.buf != nil {
+				pool <- t.buf
+			}
 			if err != nil {
 				return err
 			}
@@ -71,7 +73,7 @@ func (a *assembler) add(ctx context.Context, t *task) error {
 	if t.epoch != a.epoch {
 		a.epoch, a.epochBatches = t.epoch, 0
 	}
-	if t.err == nil {
+	if t.err == nil && !t.passed {
 		if a.cur == nil {
 			if err := a.start(ctx, t); err != nil {
 				return err

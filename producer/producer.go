@@ -140,6 +140,7 @@ type task struct {
 	last     bool   // the epoch's last sample
 	epochLen int    // samples in this epoch's order
 	pos      int    // position in this epoch's order
+	passed   bool   // no consumer wants it: not made, it only ends the epoch
 	buf      []byte
 	err      error
 }
@@ -224,22 +225,48 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 		}
 		p.stats.beginEpoch(epoch, len(order))
 		asked := 0 // order positions asked of the fetcher
+		// Whether a position is made is decided once, when it is asked
+		// ahead or else dispatched: a sample fetched is made.
+		kept := map[int]bool{}
+		keep := func(pos int) bool {
+			k, ok := kept[pos]
+			if ok {
+				delete(kept, pos)
+				return k
+			}
+			return p.store.Keep(epoch, pos, order[pos])
+		}
 		for pos, index := range order {
 			if err := p.store.WaitNeed(ctx, epoch, pos); err != nil {
 				return err
 			}
 			for ; p.fetch != nil && asked < min(len(order), pos+p.fetch.window()); asked++ {
+				k := p.store.Keep(epoch, asked, order[asked])
+				if kept[asked] = k; !k {
+					continue
+				}
 				if err := p.fetch.ahead(ctx, order[asked]); err != nil {
 					return err
 				}
 			}
-			t := &task{seq: seq, epoch: epoch, index: index, pos: pos, epochLen: len(order), last: pos == len(order)-1}
-			seq++
-			select {
-			case t.buf = <-pool:
-			case <-ctx.Done():
-				return ctx.Err()
+			last := pos == len(order)-1
+			t := &task{seq: seq, epoch: epoch, index: index, pos: pos, epochLen: len(order), last: last}
+			if !keep(pos) {
+				// No decided consumer reading this epoch wants it. Only
+				// an epoch's last position goes on, to end the epoch.
+				p.stats.passedOver()
+				if !last {
+					continue
+				}
+				t.passed = true
+			} else {
+				select {
+				case t.buf = <-pool:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
+			seq++
 			select {
 			case tasks <- t:
 			case <-ctx.Done():
@@ -287,9 +314,11 @@ func (p *Producer) work(ctx context.Context, tasks <-chan *task, results chan<- 
 	w := p.newWorker()
 	defer w.close()
 	for t := range tasks {
-		t.err = w.make(ctx, t)
-		if over := p.stats.verdict(t.index, t.version, p.cfg.Source.Name(t.index), t.err); over != nil {
-			t.err = over // the pipeline stops on it
+		if !t.passed { // one passed over only ends its epoch
+			t.err = w.make(ctx, t)
+			if over := p.stats.verdict(t.index, t.version, p.cfg.Source.Name(t.index), t.err); over != nil {
+				t.err = over // the pipeline stops on it
+			}
 		}
 		select {
 		case results <- t:

@@ -164,6 +164,18 @@ func (s *Stats) retryChanged(v source.Versioned) []int {
 	return retried
 }
 
+// passedOver counts a sample of the epoch being dispatched that no
+// consumer wanted: it has its verdict without being made.
+func (s *Stats) passedOver() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epochDone++
+	if s.epochDone == s.epochLen {
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+}
+
 // waitEpoch blocks until every sample of the epoch being dispatched has
 // a verdict.
 func (s *Stats) waitEpoch(ctx context.Context) error {

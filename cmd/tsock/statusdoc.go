@@ -113,19 +113,22 @@ type consumerDoc struct {
 	// Epoch is its own epoch of the last batch it consumed, -1 before any;
 	// it read EpochDone of that epoch's EpochLen samples (EpochLen 0:
 	// unknown; skipped samples leave an epoch short of it).
-	Epoch       int     `json:"epoch"`
-	Epochs      int     `json:"epochs"`
-	EpochDone   uint64  `json:"epoch_done"`
-	EpochLen    uint64  `json:"epoch_len"`
-	BatchSize   int     `json:"batch_size"`
-	Position    uint64  `json:"position"`
-	Lag         uint64  `json:"lag_batches"`
-	LagBytes    int64   `json:"lag_bytes"`
-	BatchesRead uint64  `json:"batches_read"`
-	SamplesRead uint64  `json:"samples_read"`
-	BytesRead   int64   `json:"bytes_read"`
-	OpenBatches int     `json:"open_batches"`
-	Waited      float64 `json:"waited_seconds"`
+	Epoch     int    `json:"epoch"`
+	Epochs    int    `json:"epochs"`
+	EpochDone uint64 `json:"epoch_done"`
+	EpochLen  uint64 `json:"epoch_len"`
+	BatchSize int    `json:"batch_size"`
+	// ShortBatches: batches it got short of batch_size before its
+	// epoch's end, so as not to deadlock (a sparse subset in a small buffer).
+	ShortBatches uint64  `json:"short_batches"`
+	Position     uint64  `json:"position"`
+	Lag          uint64  `json:"lag_batches"`
+	LagBytes     int64   `json:"lag_bytes"`
+	BatchesRead  uint64  `json:"batches_read"`
+	SamplesRead  uint64  `json:"samples_read"`
+	BytesRead    int64   `json:"bytes_read"`
+	OpenBatches  int     `json:"open_batches"`
+	Waited       float64 `json:"waited_seconds"`
 	// WaitShare is the part of its life it spent waiting for a batch: the
 	// wait the pipeline exposes to it.
 	WaitShare float64 `json:"wait_share"`
@@ -200,7 +203,7 @@ func (c *mountCommand) consumerDoc(cs batchstore.ConsumerSnapshot, epochLen uint
 	}
 	d := consumerDoc{
 		Name: cs.Name, State: cs.State(), Subset: cs.Subset, SubsetSize: int(epochLen), NextSubset: cs.NextSubset, NextFrom: cs.NextFrom, Epoch: cs.Epoch, Epochs: c.cfg.Epochs, EpochLen: epochLen,
-		BatchSize: cs.BatchSize, Position: cs.Position, Lag: cs.Lag, LagBytes: cs.LagBytes,
+		BatchSize: cs.BatchSize, ShortBatches: cs.ShortBatches, Position: cs.Position, Lag: cs.Lag, LagBytes: cs.LagBytes,
 		BatchesRead: cs.BatchesRead, SamplesRead: cs.SamplesRead, BytesRead: cs.BytesRead, OpenBatches: cs.OpenBatches,
 		Waited: cs.WaitTotal.Seconds(), Age: cs.Age.Seconds(), Evicted: cs.Evicted, Deadlock: cs.Deadlock,
 	}

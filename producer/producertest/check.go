@@ -2,6 +2,7 @@ package producertest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sort"
 
@@ -114,4 +115,35 @@ func Switched(epochs [][]int, before, after []int) (int, error) {
 		}
 	}
 	return switched, nil
+}
+
+// SparseSweep is the samples (of n) of each trial of a sweep on sparse
+// subsets, in order: a third on x%64 == k (like holdouts k/64, k < 8), a
+// third on random 1% lists (seeded), a third on x%16 == k (k < 2).
+func SparseSweep(consumers, n int) [][]int {
+	rng := rand.New(rand.NewPCG(7, 11))
+	out := make([][]int, consumers)
+	for i := range out {
+		var has func(int) bool
+		switch i % 3 {
+		case 0:
+			k := i / 3 % 8
+			has = func(x int) bool { return x%64 == k }
+		case 1:
+			set := map[int]bool{}
+			for len(set) < n/100 {
+				set[rng.IntN(n)] = true
+			}
+			has = func(x int) bool { return set[x] }
+		default:
+			k := i / 3 % 2
+			has = func(x int) bool { return x%16 == k }
+		}
+		for x := range n {
+			if has(x) {
+				out[i] = append(out[i], x)
+			}
+		}
+	}
+	return out
 }

@@ -1,0 +1,79 @@
+package producer_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/waittest"
+	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
+)
+
+// sparseFleet is the shape of a sweep of many trials on sparse subsets
+// (producertest.SparseSweep), all in batches of 32 where the producer
+// makes 64. They
+// join once the buffer is full (a mount prefills before anyone reads)
+// and each sets its subset before its first read.
+func sparseFleet(t *testing.T, consumers int, buffer int64) {
+	const n, epochs, batch = fleetSamples, 2, 32
+	r := newRig(t, producertest.Config(source.NewSynthetic(n, 4), 64, epochs, 2), buffer)
+	r.run()
+	waittest.Until(t, "the buffer full before anyone joins", func() bool { return r.store.Snapshot().ProducerWaiting })
+	subs := make([]*batchstore.Subset, consumers)
+	for i, want := range producertest.SparseSweep(consumers, n) {
+		subs[i] = subsetOf(t, fmt.Sprint("s", i), n, func(x int) bool { _, ok := slices.BinarySearch(want, x); return ok })
+	}
+	var refused int
+	for i, sub := range subs {
+		name := fmt.Sprint("t", i)
+		if err := r.store.Join(name); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.store.SetBatchSize(name, batch); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.store.SetSubset(name, sub); errors.Is(err, batchstore.ErrBadSubset) {
+			refused++
+			t.Logf("%s refused: %v", name, err)
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		r.read(name, -batch, nil)
+	}
+	got := r.wait()
+	var all *batchstore.Subset
+	for i, sub := range subs {
+		if e, ok := got[fmt.Sprint("t", i)]; ok {
+			exactly(t, fmt.Sprint("t", i), e, epochs, func(int) []int { return members(sub, n) })
+		}
+		all = union(t, all, sub, n)
+	}
+	if refused > 0 {
+		t.Errorf("%d of %d refused: every batch fits the buffer", refused, consumers)
+	}
+	// What the buffer held before anyone joined was made for all; from
+	// then on each producer epoch holds what the subsets want together.
+	// A consumer that joined mid-epoch reads epochs+1 producer epochs (a
+	// stitched first one). Planned over all, epoch 0 alone made 20,000.
+	made := r.p.Stats().Snapshot().Decoded
+	if limit := uint64(buffer*64) + uint64((epochs+1)*all.Len()); made > limit {
+		t.Errorf("%d samples made, want at most %d: the %d a buffer holds, then %d epochs of the %d the subsets want", made, limit, buffer*64, epochs+1, all.Len())
+	}
+	var short uint64
+	for _, c := range r.store.Snapshot().Consumers {
+		short += c.ShortBatches
+	}
+	t.Logf("%d consumers want %d of %d samples; %d made; %d short batches", consumers, all.Len(), n, made, short)
+}
+
+// union is what a and b hold together, of n samples.
+func union(t *testing.T, a, b *batchstore.Subset, n int) *batchstore.Subset {
+	return subsetOf(t, "union", n, func(x int) bool { return (a != nil && a.Has(x)) || b.Has(x) })
+}
+
+func TestSparseFleet64(t *testing.T)  { sparseFleet(t, 64, 48) }
+func TestSparseFleet200(t *testing.T) { sparseFleet(t, 200, 48) }
