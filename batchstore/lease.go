@@ -164,13 +164,50 @@ func (s *Store) consume(c *consumer, j uint64) {
 	s.broadcast()
 }
 
+// noneOf says whether the held samples [from, end) hold none of sub: the
+// rest of an epoch a consumer has nothing more to read in. Callers hold
+// s.mu.
+func (s *Store) noneOf(sub *Subset, from, end uint64) bool {
+	if sub == nil || from >= end {
+		return from >= end
+	}
+	for x := from; x < end; {
+		b := s.batchAt(x)
+		if b == nil { // freed: nobody had anything left to read in it
+			x = s.nextHeld(x, end)
+			continue
+		}
+		if len(b.info.Indices) != b.info.Samples {
+			return false
+		}
+		for ; x < min(end, b.end()); x++ {
+			if sub.Has(int(b.info.Indices[x-b.first])) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// nextHeld is the first sample after x, below limit, of a held batch;
+// limit if none. Callers hold s.mu.
+func (s *Store) nextHeld(x, limit uint64) uint64 {
+	next := limit
+	for _, h := range s.held {
+		if h.first > x && h.first < next {
+			next = h.first
+		}
+	}
+	return next
+}
+
 // lowSample is the first sample c may still read. Callers hold s.mu.
 func (s *Store) lowSample(c *consumer) uint64 {
 	if cb, ok := c.batches.get(c.low); ok {
 		return cb.start
 	}
 	if last, ok := c.batches.last(); ok {
-		if end, known := s.epochEnd(c, 0); c.splitID != 0 && last.epoch == 0 && known && last.end == end {
+		if end, known := s.epochEnd(c, 0); c.splitID != 0 && last.epoch == 0 && known && (last.end == end || s.noneOf(c.subsetFor(0), last.end, end)) {
 			// Its stitched first epoch is read: it goes on at the start
 			// of the producer epoch after next, and needs nothing before.
 			if start, ok := s.epochStart(c.joinEpoch + 2); ok {

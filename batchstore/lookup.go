@@ -161,8 +161,12 @@ func (s *Store) pick(c *consumer, cb *cbatch, sub *Subset, end uint64, endKnown 
 	x := cb.start
 	for x < limit && got < c.batchSize {
 		b := s.batchAt(x)
-		if b == nil || len(b.info.Indices) != b.info.Samples {
-			break // not held (cannot be: c needs it) or without indices (refused at SetSubset)
+		if b == nil { // freed: the rest of a stitched epoch that holds none of sub (noneOf)
+			x = s.nextHeld(x, limit)
+			continue
+		}
+		if len(b.info.Indices) != b.info.Samples {
+			break // without indices (refused at SetSubset)
 		}
 		to := min(limit, b.end())
 		for ; x < to && got < c.batchSize; x++ {
@@ -198,7 +202,9 @@ func (s *Store) pick(c *consumer, cb *cbatch, sub *Subset, end uint64, endKnown 
 // as a short batch instead of a deadlock: its epoch stays exact, that
 // batch is smaller. Callers hold s.mu.
 func (s *Store) stuck(c *consumer, local uint64) bool {
-	if !s.stats.producerWaiting || s.stats.lingerBlocked || local != c.batches.computed() {
+	// The producer's wait flag lasts until it runs again: the room it
+	// waits for may have come already.
+	if !s.stats.producerWaiting || s.stats.lingerBlocked || s.fits(s.stats.waitingFor) || local != c.batches.computed() {
 		return false
 	}
 	b := s.held[s.oldestHeld()]
