@@ -5,6 +5,7 @@ import (
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/producer/pipeline"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // plan fixes epoch e's order in the store, atomically with joins, and
@@ -16,6 +17,9 @@ func (p *Producer) plan(e int, prev []int) []int {
 		order, out = p.orderWithSplits(e, prev, splits, wanted)
 		return out
 	})
+	if sh, ok := source.As[source.Sharded](p.cfg.Source); ok {
+		sh.PlanEpoch(order)
+	}
 	return order
 }
 
@@ -35,8 +39,13 @@ func (p *Producer) orderWithSplits(e int, prev []int, splits map[int]int, wanted
 	}
 	var shuffle func(int, []int)
 	if p.cfg.Transform == pipeline.Train {
+		sharded, ok := source.As[source.Sharded](p.cfg.Source)
 		shuffle = func(k int, seg []int) {
 			rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(e)<<24^uint64(k)^0x5368756666))
+			if ok && sharded.ShuffleWindow() > 0 { // a uniform order would read every shard at once
+				source.ShardShuffle(rng, seg, sharded.Shard, sharded.ShuffleWindow())
+				return
+			}
 			rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })
 		}
 	}

@@ -162,6 +162,9 @@ func (p *Producer) Run(ctx context.Context) error {
 		p.fetch = newFetcher(ctx, p.cfg.Source, p.cfg.Fetch)
 		defer func() { p.fetch.close(); p.fetch = nil }()
 	}
+	if sh, ok := source.As[source.Sharded](p.cfg.Source); ok {
+		defer sh.PlanEpoch(nil) // no epoch more: its reads of whole shards end, waited for
+	}
 	tasks := make(chan *task)
 	results := make(chan *task, cap(pool))
 	var wg sync.WaitGroup

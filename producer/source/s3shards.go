@@ -95,7 +95,7 @@ func (f s3Shards) index(ctx context.Context, key string) shardIndex {
 	var ix shardIndex
 	err := f.store.Stream(ctx, f.bucket, key, func(r io.Reader, obj remote.Object) error {
 		samples, skips, broke := wds.Index(r)
-		ix = shardIndex{version: obj.ETag, samples: samples, skips: skips, broke: broke}
+		ix = shardIndex{version: obj.ETag, size: obj.Size, samples: samples, skips: skips, broke: broke}
 		if broke != nil && !errors.Is(broke, tar.ErrHeader) && !errors.Is(broke, tar.ErrFieldTooLong) {
 			// The stream broke, not the shard: again, with the store's own
 			// words when it answered nothing but an error.

@@ -152,6 +152,7 @@ func TestS3ThatStopsAnsweringFailsTheProducer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	src.(*source.Shards).ShardMemory(0) // a request per sample: the store dies between them
 	r := producertest.StartProducer(t, producertest.Config(src, 4, 1, 1), time.Minute)
 	store, ctx := r.Store, r.Ctx
 	var lookupErr error
@@ -206,6 +207,7 @@ func TestFetchAheadOverlapsRequests(t *testing.T) {
 	spec := uploadShards(t, server, "data", producertest.Shards(t, dir, 8))
 	proxy := s3test.StartProxy(t, server, func(int) s3test.Fault { return s3test.Pass })
 	src, folder := openBoth(t, spec, proxy.Endpoint, dir)
+	src.(*source.Shards).ShardMemory(0) // a request per sample (whole shards: TestWholeShards…)
 	proxy.Delay.Store(int64(20 * time.Millisecond))
 	proxy.MaxInFlight.Store(0) // the index's reads at open do not count
 	cfg := producertest.Config(src, 8, 2, 1)

@@ -36,6 +36,15 @@ type Shards struct {
 	keyEnds  []uint32 // sample i's key is keys[keyEnds[i-1]:keyEnds[i]]
 	classes  []string
 	skipped  []string // "shard: key: why", what the index left out
+	// sizes are the shards' bytes and shardSamples their samples, for
+	// whole-shard reading (shardread.go).
+	sizes        []int64
+	shardSamples []int32
+	memory       int64 // ShardMemory
+
+	readerMu                  sync.Mutex
+	reader                    *shardReader // the planned epoch's, nil before any
+	wholeRequests, wholeBytes int64        // of readers gone
 }
 
 // maxKeyBytes bounds a key as kept for messages: a PAX header may name a
@@ -85,9 +94,10 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles) (*S
 	}
 	close(next)
 	wg.Wait()
-	s := &Shards{spec: spec, files: files, paths: paths, versions: make([]string, len(paths))}
+	s := &Shards{spec: spec, files: files, paths: paths, versions: make([]string, len(paths)),
+		sizes: make([]int64, len(paths)), shardSamples: make([]int32, len(paths)), memory: DefaultShardMemory}
 	for i, ix := range indexes {
-		s.versions[i] = ix.version
+		s.versions[i], s.sizes[i] = ix.version, ix.size
 		if ix.err != nil {
 			return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), ix.err)
 		}
@@ -140,7 +150,7 @@ func (localShards) readAt(_ context.Context, path, version string, p []byte, off
 		return err
 	}
 	defer f.Close()
-	if v, err := localVersion(f); err != nil {
+	if v, _, err := localVersion(f); err != nil {
 		return err
 	} else if v != version {
 		return ErrShardChanged
@@ -179,6 +189,7 @@ func expandShards(spec string, glob func(string) ([]string, error)) ([]string, e
 // why it could not be read at all (err).
 type shardIndex struct {
 	version string // see Shards.versions
+	size    int64  // the shard's bytes
 	samples []wds.Sample
 	skips   []wds.Skip
 	broke   error // where the shard broke off; the samples before stand
@@ -191,22 +202,23 @@ func indexShard(path string) shardIndex {
 		return shardIndex{err: err}
 	}
 	defer f.Close()
-	version, err := localVersion(f)
+	version, size, err := localVersion(f)
 	if err != nil {
 		return shardIndex{err: err}
 	}
 	samples, skips, broke := wds.Index(f)
-	return shardIndex{version: version, samples: samples, skips: skips, broke: broke}
+	return shardIndex{version: version, size: size, samples: samples, skips: skips, broke: broke}
 }
 
 // localVersion tells one content of a local shard from another: a shard
-// rewritten in place changes its mtime, one renamed over its inode.
-func localVersion(f *os.File) (string, error) {
+// rewritten in place changes its mtime, one renamed over its inode. It
+// returns the shard's size too.
+func localVersion(f *os.File) (string, int64, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return "", fmt.Errorf("stat %s: %w", f.Name(), err)
+		return "", 0, fmt.Errorf("stat %s: %w", f.Name(), err)
 	}
-	return fmt.Sprintf("%d:%d:%d:%d.%09d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec), nil
+	return fmt.Sprintf("%d:%d:%d:%d.%09d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec), st.Size, nil
 }
 
 // add appends shard's index.
@@ -218,6 +230,7 @@ func (s *Shards) add(shard int32, ix shardIndex) {
 			continue
 		}
 		s.samples = append(s.samples, shardSample{offset: smp.Offset, size: int32(smp.Size), shard: shard, label: int32(smp.Label)})
+		s.shardSamples[shard]++
 		s.keys = append(s.keys, smp.Key[:min(len(smp.Key), maxKeyBytes)]...)
 		s.keyEnds = append(s.keyEnds, uint32(len(s.keys)))
 	}
@@ -293,8 +306,18 @@ func remoteSummary(where string, store *remote.Store) string {
 // Skipped lists what indexing left out, "shard: key: why".
 func (s *Shards) Skipped() []string { return s.skipped }
 
-// Encoded implements Source: a ranged read of the image member.
+// Encoded implements Source: from its shard, read whole, where the
+// planned epoch reads a good part of it; else a ranged read of the image
+// member.
 func (s *Shards) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
+	s.readerMu.Lock()
+	r := s.reader
+	s.readerMu.Unlock()
+	if r != nil {
+		if b, ok, err := r.sample(ctx, i, scratch); ok {
+			return b, err
+		}
+	}
 	smp := s.samples[i]
 	n := int(smp.size)
 	if cap(*scratch) < n {

@@ -37,6 +37,16 @@ type Rescanner interface {
 	Rescan() (added int, err error)
 }
 
+// Sharded is a source whose samples live in shards that are best read
+// whole (shardread.go): the producer orders each epoch shard by shard
+// (ShardShuffle over ShuffleWindow shards) and tells it each epoch's
+// order before making it.
+type Sharded interface {
+	Shard(i int) int
+	ShuffleWindow() int
+	PlanEpoch(order []int)
+}
+
 // Remote is a source in an object store.
 type Remote interface {
 	// Store is the client, for its request counters; nil: a local
