@@ -36,18 +36,18 @@ type shardReader struct {
 	s      *Shards
 	budget int64
 
-	mu     sync.Mutex
-	held   map[int32]*wholeShard
-	bytes  int64   // of shards held or being read
-	whole  []bool  // by shard: read whole in this epoch
-	left   []int32 // by shard: samples the epoch still takes from it
-	seq    []int32 // the shards read whole, in the order the epoch first uses them
-	at     map[int32]int
+	mu      sync.Mutex
+	held    map[int32]*wholeShard
+	bytes   int64   // of shards held or being read
+	whole   []bool  // by shard: read whole in this epoch
+	left    []int32 // by shard: samples the epoch still takes from it
+	seq     []int32 // the shards read whole, in the order the epoch first uses them
+	at      map[int32]int
 	ahead   int  // seq[:ahead] have been asked for
 	started bool // the epoch's first sample was asked for
-	wg     sync.WaitGroup
-	ctx    context.Context
-	cancel context.CancelFunc
+	wg      sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
 
 	// Requests and Bytes count whole-shard reads, for status and tests.
 	Requests, Bytes atomic.Int64
