@@ -10,7 +10,14 @@
 #    then as WebDataset shards of 100 in versitygw on loopback (--fetch
 #    64), then the same with --cache; the first epoch and the two later
 #    ones separately, the three one after the other in each run.
-# 2. A mount's open over 100,000 keys in versitygw on loopback: listing
+# 2. The same shards behind a proxy that holds every answer back by a
+#    first-byte delay of 0, 30 and 100 ms (a cloud store answers a GET in
+#    20-100 ms): shards read whole (the default), a ranged GET per sample
+#    (--shard-memory 0, --fetch 64) and whole shards with --cache, against
+#    the local folder measured in the same run with the server idle
+#    beside it; images/s of the first epoch and of the two later ones,
+#    requests and bytes per epoch against the shards' count and bytes.
+# 3. A mount's open over 100,000 keys in versitygw on loopback: listing
 #    an ImageFolder of 1,000 classes of 100 keys, and indexing 1,000
 #    shards of 100 samples.
 # Loopback has no latency to speak of: these are the costs of tsock's
@@ -29,6 +36,8 @@ for run in $(seq "$runs"); do
 	echo "== remote, run $run of $runs"
 	(cd producer/source && TSOCK_BENCH_DIR="$work/photos" "$work/source.test" -test.run '^$' \
 		-test.bench '^BenchmarkRemoteEpochs$' -test.benchtime 1x) | grep '^remote-epochs' >>"$work/results.txt"
+	(cd producer/source && TSOCK_BENCH_DIR="$work/photos" "$work/source.test" -test.run '^$' \
+		-test.bench '^BenchmarkRemoteLatency$' -test.benchtime 1x) | grep '^remote-latency' >>"$work/results.txt"
 	(cd producer/source && "$work/source.test" -test.run '^$' -test.bench '^BenchmarkRemoteOpen$' -test.benchtime 1x) |
 		grep '^remote-open' >>"$work/results.txt"
 done
@@ -45,6 +54,24 @@ print(header(f"\n### Data in object storage: medians of {len(ep)} runs (min-max 
 for label, k in (("first epoch", 0), ("epochs 2-3", 1)):
     print(f"| S3 shards on loopback, producer images/s, {label} ({images} real photos, {cores} cores) | {med(col(2 + k)):.0f} | local folder {med(col(k)):.0f} | {ratio(col(2 + k), col(k))} |")
     print(f"| S3 shards with --cache, producer images/s, {label} | {med(col(4 + k)):.0f} | local folder {med(col(k)):.0f} | {ratio(col(4 + k), col(k))} |")
+lat = [r for r in rows if r[0] == "remote-latency"]
+for delay in ("0", "30", "100"):
+    runs_ = {}
+    for r in lat:
+        if r[1] == delay:
+            runs_.setdefault(r[2], []).append(r)
+    folder = runs_.get("folder", [])
+    for mode, label in (("whole", "whole shards"), ("per-sample", "a ranged GET per sample"), ("whole-cache", "whole shards, --cache")):
+        rs = runs_.get(mode, [])
+        if not rs or len(rs) != len(folder):
+            continue
+        for k, part in ((3, "first epoch"), (4, "epochs 2-3")):
+            got, base = [float(r[k]) for r in rs], [float(r[k]) for r in folder]
+            print(f"| S3 shards, {delay} ms first byte, {label}: images/s, {part} | {med(got):.0f} | local folder {med(base):.0f} | {ratio(got, base)} |")
+        req, shards = [float(r[5]) for r in rs], [float(r[7]) for r in rs]
+        byt, sbytes = [float(r[6]) for r in rs], [float(r[8]) for r in rs]
+        print(f"| S3 shards, {delay} ms, {label}: requests per epoch | {med(req):.1f} | {med(shards):.0f} shards | {ratio(req, shards)} |")
+        print(f"| S3 shards, {delay} ms, {label}: bytes per epoch | {med(byt) / 2**20:.1f} MiB | shards {med(sbytes) / 2**20:.1f} MiB | {ratio(byt, sbytes)} |")
 lists, indexes = [o[0] for o in op], [o[1] for o in op]
 print(f"| open of 100,000 keys in S3: listing an ImageFolder (1,000 classes), seconds | {med(lists):.2f} ({spread(lists)}) | | |")
 print(f"| open of 100,000 samples in S3: indexing 1,000 shards of 100, seconds | {med(indexes):.2f} ({spread(indexes)}) | | |")

@@ -62,8 +62,11 @@ type mountFlags struct {
 	buffer    int64 // bytes for batches
 	cacheSize int64 // 0: no --cache
 	cacheDir  string
-	keepAuto  bool // --keep auto: as much as --buffer with eval, else none
-	fetchAuto bool // --fetch auto: defaultRemoteFetch for s3://, else 0
+	// shardMemory: bytes of whole tar shards held at once (read ahead and
+	// shuffled across); 0: each sample read alone.
+	shardMemory int64
+	keepAuto    bool // --keep auto: as much as --buffer with eval, else none
+	fetchAuto   bool // --fetch auto: defaultRemoteFetch for s3://, else 0
 
 	device     string // "" without --device
 	deviceSpec gpu.DeviceSpec
@@ -104,6 +107,7 @@ func (c *mountCommand) Parse(args []string) error {
 	f.IntVar(&c.cfg.Epochs, "epochs", 1, "epochs to produce; 0 means forever")
 	newSize(f, &c.buffer, "buffer", "2GiB", false, "memory for batches, all consumers together")
 	newSize(f, &c.cacheSize, "cache", "0", true, "memory (or disk, with --cache-dir) for encoded files kept after their first read, so later epochs read no disk or network; 0: off")
+	newSize(f, &c.shardMemory, "shard-memory", "512MiB", true, "memory for tar shards read whole, once an epoch (one request a shard), a few ahead of the workers, and shuffled across; 0: read each sample alone (a ranged request each)")
 	f.StringVar(&c.cacheDir, "cache-dir", "", "keep the --cache in an unnamed file in this directory (a local disk), not in memory: for datasets larger than memory; gone when the mount ends")
 	newAutoSize(f, &c.keepAuto, &c.cfg.Keep, "keep", "with --transform eval: memory for the samples made in the first epoch, copied into later ones with no decode; auto: as much as --buffer (0 with train)")
 	f.BoolVar(&c.cfg.Rescan, "rescan", false, "list a local folder --source again at each producer epoch: new files join the data (new indices after the others), vanished ones are skipped")
@@ -145,7 +149,7 @@ func (c *mountCommand) Parse(args []string) error {
 }
 
 // builtInFlags only make sense with the built-in pipeline (--source).
-var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "s3-endpoint", "s3-retry-for", "fetch", "rescan", "keep"}
+var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "shard-memory", "s3-endpoint", "s3-retry-for", "fetch", "rescan", "keep"}
 
 // defaultRemoteFetch keeps a store 30 ms away busy enough for about
 // 2,000 images a second (64 / 0.03 s): more than the decoders of a
@@ -365,6 +369,9 @@ func (c *mountCommand) setUp(ctx context.Context) error {
 	src, err := source.OpenContext(ctx, c.source, c.s3)
 	if err != nil {
 		return err
+	}
+	if sh, ok := src.(*source.Shards); ok {
+		sh.ShardMemory(c.shardMemory)
 	}
 	if c.cacheSize > 0 {
 		if c.cacheDir == "" {

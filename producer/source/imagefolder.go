@@ -27,15 +27,16 @@ var imageExts = map[string]bool{
 // name within a class; a sample's index is its position in that order.
 // Rescan appends what appeared since; nothing ever moves.
 type Folder struct {
-	root string
-	list atomic.Pointer[folderList] // replaced whole by Rescan: readers never lock
-	mu   sync.Mutex                 // one Rescan at a time
+	root   string
+	prefix string                     // root and a separator: what every path starts with
+	list   atomic.Pointer[folderList] // replaced whole by Rescan: readers never lock
+	mu     sync.Mutex                 // one Rescan at a time
 }
 
 // folderList is what a scan found; never changed once published.
 type folderList struct {
 	classes []string
-	paths   []string
+	paths   names // relative to the root (Folder.prefix)
 	labels  []int32
 	leftOut []string // entries the scan could not list, "path: why" (at most maxLeftOut, then a count)
 }
@@ -47,12 +48,16 @@ const maxLeftOut = 100
 // ScanFolder lists root. It fails when root is missing, not a directory,
 // or holds no image files in class sub-directories.
 func ScanFolder(root string) (*Folder, error) {
-	f := &Folder{root: root}
+	prefix := filepath.Clean(root)
+	if !strings.HasSuffix(prefix, string(filepath.Separator)) { // "/" has one
+		prefix += string(filepath.Separator)
+	}
+	f := &Folder{root: root, prefix: prefix}
 	l, _, err := f.scan(&folderList{})
 	if err != nil {
 		return nil, err
 	}
-	if len(l.paths) == 0 {
+	if l.paths.len() == 0 {
 		return nil, fmt.Errorf("source %s: no image files (%s) in class sub-directories", root, extList())
 	}
 	f.list.Store(l)
@@ -84,38 +89,45 @@ func (f *Folder) scan(old *folderList) (*folderList, int, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("source %s: %w", f.root, err)
 	}
-	known := make(map[string]struct{}, len(old.paths))
-	for _, p := range old.paths {
-		known[p] = struct{}{}
+	known := make(map[string]struct{}, old.paths.len())
+	for i := range old.paths.len() {
+		known[old.paths.at("", i)] = struct{}{}
 	}
 	labels := make(map[string]int32, len(old.classes))
 	for i, c := range old.classes {
 		labels[c] = int32(i)
 	}
-	l := &folderList{classes: slices.Clip(old.classes), paths: slices.Clip(old.paths), labels: slices.Clip(old.labels)}
+	l := &folderList{classes: slices.Clip(old.classes), paths: old.paths.clip(), labels: slices.Clip(old.labels)}
 	var newClasses []string
-	byClass := map[string][]string{}
+	byClass := map[string]*names{}
 	for _, e := range entries { // ReadDir sorts by name
 		if !isDir(f.root, e) || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		files := listImages(filepath.Join(f.root, e.Name()), &l.leftOut)
+		found := &names{}
 		for _, p := range files {
-			if _, ok := known[p]; !ok {
-				byClass[e.Name()] = append(byClass[e.Name()], p)
+			rel := strings.TrimPrefix(p, f.prefix)
+			if _, ok := known[rel]; !ok {
+				found.add(rel)
 			}
 		}
-		if _, ok := labels[e.Name()]; !ok && len(byClass[e.Name()]) > 0 {
+		byClass[e.Name()] = found
+		if _, ok := labels[e.Name()]; !ok && found.len() > 0 {
 			newClasses = append(newClasses, e.Name()) // torchvision skips empty classes too
 		}
 	}
 	added := 0
 	add := func(class string) {
-		for _, p := range byClass[class] {
-			l.paths = append(l.paths, p)
-			l.labels = append(l.labels, labels[class])
-			added++
+		found := byClass[class]
+		if found == nil {
+			return
 		}
+		l.paths.addAll(*found)
+		for range found.len() {
+			l.labels = append(l.labels, labels[class])
+		}
+		added += found.len()
 	}
 	for _, c := range old.classes {
 		add(c)
@@ -225,7 +237,7 @@ func extList() string {
 func (f *Folder) Describe() string { return f.root }
 
 // Len implements Source.
-func (f *Folder) Len() int { return len(f.list.Load().paths) }
+func (f *Folder) Len() int { return f.list.Load().paths.len() }
 
 // Classes implements Source.
 func (f *Folder) Classes() []string { return f.list.Load().classes }
@@ -234,11 +246,11 @@ func (f *Folder) Classes() []string { return f.list.Load().classes }
 func (f *Folder) Label(i int) int { return int(f.list.Load().labels[i]) }
 
 // Name implements Source.
-func (f *Folder) Name(i int) string { return f.list.Load().paths[i] }
+func (f *Folder) Name(i int) string { return f.list.Load().paths.at(f.prefix, i) }
 
 // Version implements Versioned: the file's inode, size and mtime.
 func (f *Folder) Version(i int) (string, error) {
-	st, err := os.Stat(f.list.Load().paths[i])
+	st, err := os.Stat(f.Name(i))
 	if err != nil {
 		return "", err
 	}
@@ -251,7 +263,7 @@ func (f *Folder) Version(i int) (string, error) {
 
 // Encoded implements Source.
 func (f *Folder) Encoded(_ context.Context, i int, scratch *[]byte) ([]byte, error) {
-	return readFile(f.list.Load().paths[i], scratch)
+	return readFile(f.Name(i), scratch)
 }
 
 // maxFileSize bounds one encoded image read into memory.

@@ -57,22 +57,42 @@ func epochRates(b *testing.B, src source.Source, epochs, fetch int) (first, late
 	return n / firstEnd.Sub(start).Seconds(), n * float64(epochs-1) / end.Sub(firstEnd).Seconds()
 }
 
+// benchShards puts the images of TSOCK_BENCH_DIR (an ImageFolder) as
+// WebDataset shards of 100 into versitygw on loopback: the folder, the
+// server, the local shards' spec and their s3:// spec.
+func benchShards(b *testing.B) (dir string, server *s3test.Server, local, spec string) {
+	dir = os.Getenv("TSOCK_BENCH_DIR")
+	if dir == "" {
+		b.Skip("TSOCK_BENCH_DIR: an ImageFolder to measure (scripts/bench.sh sets it)")
+	}
+	server = s3test.Start(b, "bench")
+	local = producertest.Shards(b, dir, 100)
+	if err := os.CopyFS(filepath.Join(server.Root, "bench", "shards"), os.DirFS(filepath.Dir(local))); err != nil {
+		b.Fatal(err)
+	}
+	return dir, server, local, "s3://bench/shards/" + filepath.Base(local)
+}
+
+// shardFiles counts the shards next to a local shard spec, and their bytes.
+func shardFiles(tb testing.TB, spec string) (n int, bytes int64) {
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(spec), "*.tar"))
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		bytes += st.Size()
+	}
+	return len(files), bytes
+}
+
 // BenchmarkRemoteEpochs: the images of TSOCK_BENCH_DIR (an ImageFolder)
 // as a local folder, then as WebDataset shards of 100 in versitygw on
 // loopback, without and with the cache, one after the other in each
 // iteration: images/s over the whole first epoch and the two later ones.
 func BenchmarkRemoteEpochs(b *testing.B) {
-	dir := os.Getenv("TSOCK_BENCH_DIR")
-	if dir == "" {
-		b.Skip("TSOCK_BENCH_DIR: an ImageFolder to measure (scripts/bench.sh sets it)")
-	}
-	server := s3test.Start(b, "bench")
-	local := producertest.Shards(b, dir, 100)
-	if err := os.CopyFS(filepath.Join(server.Root, "bench", "shards"), os.DirFS(filepath.Dir(local))); err != nil {
-		b.Fatal(err)
-	}
+	dir, server, _, spec := benchShards(b)
 	cfg := s3Config(server.Endpoint)
-	spec := "s3://bench/shards/" + filepath.Base(local)
 	for b.Loop() {
 		folder, err := source.Open(dir)
 		if err != nil {
@@ -123,4 +143,51 @@ func BenchmarkRemoteOpen(b *testing.B) {
 		}
 		fmt.Printf("remote-open list %.3f index %.3f\n", listed.Seconds(), time.Since(start).Seconds())
 	}
+}
+
+// BenchmarkRemoteLatency: the images of TSOCK_BENCH_DIR as a local
+// folder (the S3 server idle beside it), then as WebDataset shards of
+// 100 in versitygw behind a proxy that holds every answer back by a
+// first-byte delay of 0, 30 and 100 ms: read whole shards (the default),
+// a ranged GET per sample (--fetch 64, as before shards were read whole),
+// and whole shards with --cache. Three epochs each; per row: images/s of
+// the first epoch and of the later two, requests and bytes per epoch.
+func BenchmarkRemoteLatency(b *testing.B) {
+	dir, server, local, spec := benchShards(b)
+	files, shardBytes := shardFiles(b, local)
+	proxy := s3test.StartProxy(b, server, func(int) s3test.Fault { return s3test.Pass })
+	const epochs = 3
+	for b.Loop() {
+		for _, delay := range []time.Duration{0, 30 * time.Millisecond, 100 * time.Millisecond} {
+			folder, err := source.Open(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f1, fl := epochRates(b, folder, epochs, 0)
+			fmt.Printf("remote-latency %d folder %.0f %.0f 0 0 %d %d\n", delay.Milliseconds(), f1, fl, files, shardBytes)
+			for _, mode := range []string{"whole", "per-sample", "whole-cache"} {
+				proxy.Delay.Store(0)
+				opened, err := source.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
+				if err != nil {
+					b.Fatal(err)
+				}
+				shards := opened.(*source.Shards)
+				var src source.Source = shards
+				switch mode {
+				case "per-sample":
+					shards.ShardMemory(0)
+				case "whole-cache":
+					src = source.NewCache(shards, 8<<30)
+				}
+				st := &shards.Store().Stats
+				req0, bytes0 := st.Requests.Load(), st.Bytes.Load()
+				proxy.Delay.Store(int64(delay))
+				s1, sl := epochRates(b, src, epochs, 64)
+				req, bytes := st.Requests.Load()-req0, st.Bytes.Load()-bytes0
+				fmt.Printf("remote-latency %d %s %.0f %.0f %.1f %.0f %d %d\n", delay.Milliseconds(), mode, s1, sl,
+					float64(req)/epochs, float64(bytes)/epochs, files, shardBytes)
+			}
+		}
+	}
+	proxy.Delay.Store(0)
 }

@@ -299,8 +299,12 @@ func (s *Shards) Remote() string {
 // remoteSummary is a remote source's status line: where, and its traffic.
 func remoteSummary(where string, store *remote.Store) string {
 	st := &store.Stats
-	return fmt.Sprintf("%s: %d requests, %d retried, %d failed, %s read", where, st.Requests.Load(), st.Retries.Load(),
+	line := fmt.Sprintf("%s: %d requests, %d retried, %d failed, %s read", where, st.Requests.Load(), st.Retries.Load(),
 		st.Failures.Load(), humanize.IBytes(uint64(st.Bytes.Load())))
+	if n := st.Throttled.Load(); n > 0 {
+		line += fmt.Sprintf(", %d throttled (SlowDown: paced)", n)
+	}
+	return line
 }
 
 // Skipped lists what indexing left out, "shard: key: why".

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,7 +45,10 @@ func DefaultConfig() Config {
 // Stats counts requests; safe for concurrent use.
 type Stats struct {
 	Requests, Retries, Failures atomic.Uint64
-	Bytes                       atomic.Int64
+	// Throttled counts answers that asked to slow down (503 SlowDown,
+	// 429): retried, paced, never a failure while StateRetry lasts.
+	Throttled atomic.Uint64
+	Bytes     atomic.Int64
 }
 
 // Store is one S3-compatible endpoint.
@@ -59,6 +63,64 @@ type Store struct {
 	// refusal from then on is the store's state (revoked, expired), not
 	// a wrong key at start, which fails at once.
 	worked atomic.Bool
+	pace   pacer
+}
+
+// pacer spaces requests once the store asks to slow down: the gap
+// between two requests doubles at a SlowDown (once per gap, as the
+// requests in flight are all refused together) and shrinks by a
+// sixteenth at each success (AIMD on the rate), so a node settles just
+// under what the store serves instead of retrying in a burst.
+type pacer struct {
+	mu     sync.Mutex
+	gap    time.Duration
+	next   time.Time
+	raised time.Time // when gap last doubled
+}
+
+// maxGap bounds the pacing: one request a second at the slowest.
+const maxGap = time.Second
+
+// wait holds a request until its turn.
+func (p *pacer) wait(ctx context.Context) error {
+	p.mu.Lock()
+	if p.gap == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	now := time.Now()
+	at := now
+	if p.next.After(now) {
+		at = p.next
+	}
+	p.next = at.Add(p.gap)
+	p.mu.Unlock()
+	if d := at.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (p *pacer) throttled() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); now.Sub(p.raised) >= max(p.gap, 50*time.Millisecond) {
+		p.gap, p.raised = min(max(2*p.gap, time.Millisecond), maxGap), now
+	}
+}
+
+func (p *pacer) ok() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gap -= p.gap / 16; p.gap < 50*time.Microsecond {
+		p.gap = 0
+	}
 }
 
 // Dial prepares a client for cfg: credentials from the AWS environment
@@ -158,6 +220,9 @@ func (s *Store) do(ctx context.Context, what string, op func(ctx context.Context
 				return fmt.Errorf("%s: %w", what, ctx.Err())
 			}
 		}
+		if err := s.pace.wait(ctx); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 		s.Stats.Requests.Add(1)
 		attempt, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 		err = op(attempt)
@@ -165,6 +230,7 @@ func (s *Store) do(ctx context.Context, what string, op func(ctx context.Context
 		switch {
 		case err == nil:
 			s.worked.Store(true)
+			s.pace.ok()
 			return nil
 		case ctx.Err() != nil:
 			s.Stats.Failures.Add(1)
@@ -176,6 +242,15 @@ func (s *Store) do(ctx context.Context, what string, op func(ctx context.Context
 					what, ErrUnavailable, s.cfg.StateRetry, err)
 			}
 			s.creds.Expire() // the next try takes fresh ones from the chain
+		case throttled(err):
+			// The store serves, only slower than asked: pace and go on,
+			// for as long as a store's state is waited for.
+			s.Stats.Throttled.Add(1)
+			s.pace.throttled()
+			if time.Since(start) >= s.cfg.StateRetry {
+				s.Stats.Failures.Add(1)
+				return fmt.Errorf("%s: %w: throttled for %s: %w", what, ErrUnavailable, s.cfg.StateRetry, err)
+			}
 		case !transient(err):
 			s.Stats.Failures.Add(1)
 			return fmt.Errorf("%s: %w", what, err)
@@ -219,6 +294,12 @@ var ErrChanged = errors.New("replaced since it was read (another ETag)")
 // (timeouts, resets, 5xx, throttling) for every attempt. It says nothing
 // of the data, so it must not be taken for a bad sample.
 var ErrUnavailable = errors.New("the object store did not answer")
+
+// throttled says whether the store asked to slow down.
+func throttled(err error) bool {
+	var resp minio.ErrorResponse
+	return errors.As(err, &resp) && (resp.Code == "SlowDown" || resp.StatusCode == 429)
+}
 
 // transient says whether a failed attempt may succeed if tried again.
 func transient(err error) bool {

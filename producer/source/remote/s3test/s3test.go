@@ -123,12 +123,23 @@ type Proxy struct {
 	Injected [faults]atomic.Uint64 // by Fault
 	// Delay, in nanoseconds, holds every answer back as a distant store
 	// would, so that requests in flight overlap and can be counted.
-	Delay       atomic.Int64
+	Delay atomic.Int64
+	// Bandwidth, in bytes a second, caps what each answer's body gets,
+	// as one connection to a distant store does; 0: no cap.
+	Bandwidth atomic.Int64
+	// RateLimit, in requests a second, is what the store serves before it
+	// answers 503 SlowDown, as S3 does per prefix; 0: no limit.
+	RateLimit   atomic.Int64
 	MaxInFlight atomic.Int64 // the most requests it held at once
-	inFlight    atomic.Int64
-	mu          sync.Mutex
-	n           int
-	log         []string // "n fault METHOD PATH RANGE", for a failing test to show
+	rate        struct {
+		sync.Mutex
+		second time.Time
+		n      int64
+	}
+	inFlight atomic.Int64
+	mu       sync.Mutex
+	n        int
+	log      []string // "n fault METHOD PATH RANGE", for a failing test to show
 }
 
 // Log is what the proxy saw: one line a request, in order.
@@ -152,6 +163,9 @@ func StartProxy(t testing.TB, s *Server, fault func(n int) Fault) *Proxy {
 		p.mu.Lock()
 		p.n++
 		f := fault(p.n)
+		if f == Pass && p.overRate() {
+			f = SlowDown
+		}
 		p.log = append(p.log, fmt.Sprintf("%d fault=%d %s %s %s", p.n, f, r.Method, r.URL.RequestURI(), r.Header.Get("Range")))
 		p.mu.Unlock()
 		now := p.inFlight.Add(1)
@@ -183,6 +197,9 @@ func StartProxy(t testing.TB, s *Server, fault func(n int) Fault) *Proxy {
 			rec := &halfWriter{ResponseWriter: w}
 			rp.ServeHTTP(rec, r)
 		default:
+			if bw := p.Bandwidth.Load(); bw > 0 {
+				w = &slowWriter{ResponseWriter: w, rate: bw}
+			}
 			rp.ServeHTTP(w, r)
 		}
 	})}
@@ -190,6 +207,45 @@ func StartProxy(t testing.TB, s *Server, fault func(n int) Fault) *Proxy {
 	t.Cleanup(func() { srv.Close() })
 	p.Endpoint = "http://" + l.Addr().String()
 	return p
+}
+
+// overRate counts a request against RateLimit in the current second.
+func (p *Proxy) overRate() bool {
+	limit := p.RateLimit.Load()
+	if limit <= 0 {
+		return false
+	}
+	p.rate.Lock()
+	defer p.rate.Unlock()
+	if now := time.Now(); now.Sub(p.rate.second) >= time.Second {
+		p.rate.second, p.rate.n = now, 0
+	}
+	p.rate.n++
+	return p.rate.n > limit
+}
+
+// slowWriter writes a body at rate bytes a second: the link's bandwidth.
+type slowWriter struct {
+	http.ResponseWriter
+	rate int64
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (s *slowWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *slowWriter) Write(b []byte) (int, error) {
+	written := 0
+	for len(b) > 0 {
+		chunk := b[:min(len(b), max(int(s.rate/100), 1))] // 10 ms of the link at a time
+		n, err := s.ResponseWriter.Write(chunk)
+		written += n
+		if err != nil {
+			return written, err
+		}
+		time.Sleep(time.Duration(int64(n) * int64(time.Second) / s.rate)) // the link's speed, not a wait for an event
+		b = b[n:]
+	}
+	return written, nil
 }
 
 // halfWriter passes the headers and half the body, then breaks the
