@@ -158,12 +158,14 @@ func (p *Producer) Run(ctx context.Context) error {
 	for range cap(pool) {
 		pool <- make([]byte, sampleBytes)
 	}
+	if sh, ok := source.As[source.Sharded](p.cfg.Source); ok {
+		// No epoch more: its reads of whole shards end, waited for, after
+		// the fetcher's (deferred below, so run before) stopped reading.
+		defer sh.PlanEpoch(nil)
+	}
 	if p.cfg.Fetch > 0 {
 		p.fetch = newFetcher(ctx, p.cfg.Source, p.cfg.Fetch)
 		defer func() { p.fetch.close(); p.fetch = nil }()
-	}
-	if sh, ok := source.As[source.Sharded](p.cfg.Source); ok {
-		defer sh.PlanEpoch(nil) // no epoch more: its reads of whole shards end, waited for
 	}
 	tasks := make(chan *task)
 	results := make(chan *task, cap(pool))

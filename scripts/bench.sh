@@ -36,6 +36,8 @@
 #    the same parts: scripts/bench_subsets.sh
 # 10. A whole Optuna sweep against the trials' own DataLoaders:
 #    scripts/bench_sweep.sh
+# 11. ImageNet's size (1,281,167 files; 1,282 shards): mount time and
+#    daemon RSS after the mount and after 3 epochs: scripts/bench_scale.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec 3>&1 1>&2 # the table alone on standard output; progress on standard error
@@ -311,3 +313,6 @@ scripts/bench_subsets.sh "$images" "$runs" >&3
 
 # 10. A whole sweep: its own table (see the script).
 scripts/bench_sweep.sh 1000 "$runs" >&3
+
+# 11. ImageNet's size: its own table (see the script).
+scripts/bench_scale.sh 3 "$runs" >&3

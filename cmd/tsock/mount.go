@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -382,6 +383,10 @@ func (c *mountCommand) setUp(ctx context.Context) error {
 		src = c.cache
 	}
 	c.cfg.Source = src
+	// Listing or indexing a large source leaves garbage (a string per
+	// file while a class is listed): give it back now, so that what the
+	// daemon holds after the mount is what it keeps.
+	debug.FreeOSMemory()
 	if err := c.setUpGPU(limit); err != nil {
 		return err
 	}

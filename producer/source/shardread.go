@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // Shard-granular reading. A remote store answers a GET in tens of
@@ -53,11 +55,65 @@ type shardReader struct {
 	Requests, Bytes atomic.Int64
 }
 
+// shardBufs keeps the buffers of shards dropped for the next reads: a
+// new buffer per shard read would let the heap grow to twice the budget
+// between collections (1.3 GiB of RSS for a 512 MiB budget, measured
+// over 1,282 shards), where reuse keeps it at the budget. The buffers
+// are mapped outside Go's heap: in it, their half a gigabyte would set
+// the collector's target to twice that, and the garbage every sample
+// makes would fill it (1.1 GiB measured with reuse alone).
+type shardBufs struct {
+	mu    sync.Mutex
+	free  [][]byte
+	bytes int64
+	limit int64
+}
+
+// get is a buffer of n bytes, reused if one is free.
+func (p *shardBufs) get(n int64) []byte {
+	p.mu.Lock()
+	for k, b := range p.free {
+		if int64(cap(b)) >= n {
+			p.free[k] = p.free[len(p.free)-1]
+			p.free = p.free[:len(p.free)-1]
+			p.bytes -= int64(cap(b))
+			p.mu.Unlock()
+			return b[:n]
+		}
+	}
+	p.mu.Unlock()
+	b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return make([]byte, n) // on the heap, then: slower to give back, still correct
+	}
+	return b
+}
+
+// put keeps b for a later get, up to limit bytes of them.
+func (p *shardBufs) put(b []byte) {
+	if b == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bytes+int64(cap(b)) <= p.limit {
+		p.free = append(p.free, b[:cap(b)])
+		p.bytes += int64(cap(b))
+		return
+	}
+	unix.Munmap(b[:cap(b)]) // a heap buffer (Mmap failed) is refused: the collector's
+}
+
 // wholeShard is one shard's bytes, once ready is closed.
 type wholeShard struct {
 	ready chan struct{}
 	data  []byte
 	err   error
+	// readers copying out of data right now, and whether it was dropped
+	// meanwhile: the last of them gives its buffer back. Guarded by the
+	// reader's mu.
+	readers int
+	dropped bool
 }
 
 // Shard is the shard that sample i is in: what ShardShuffle groups by.
@@ -93,6 +149,9 @@ func (s *Shards) PlanEpoch(order []int) {
 	if s.memory <= 0 {
 		return
 	}
+	if s.bufs == nil || s.bufs.limit != s.memory {
+		s.bufs = &shardBufs{limit: s.memory}
+	}
 	r := &shardReader{s: s, budget: s.memory, held: map[int32]*wholeShard{}, at: map[int32]int{},
 		whole: make([]bool, len(s.paths)), left: make([]int32, len(s.paths))}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -115,10 +174,16 @@ func (s *Shards) PlanEpoch(order []int) {
 	s.reader = r // its reads start with the epoch's first sample: a cache may serve them all
 }
 
-// close stops the reads ahead and waits for them.
+// close stops the reads ahead, waits for them, and keeps their buffers
+// for the next epoch's.
 func (r *shardReader) close() {
 	r.cancel()
 	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for sh, w := range r.held {
+		r.dropLocked(sh, w)
+	}
 }
 
 // fill asks for the next shards of the epoch while the budget allows.
@@ -147,8 +212,9 @@ func (r *shardReader) load(sh int32) *wholeShard {
 	r.bytes += size
 	r.wg.Go(func() {
 		defer close(w.ready)
-		buf := make([]byte, size)
+		buf := r.s.bufs.get(size)
 		if err := r.s.files.readAt(r.ctx, r.s.paths[sh], r.s.versions[sh], buf, 0); err != nil {
+			r.s.bufs.put(buf)
 			w.err = err
 			return
 		}
@@ -194,7 +260,17 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 		return nil, true, w.err
 	}
 	n := int(smp.size)
+	r.mu.Lock()
+	if w.data == nil { // given back already (its count ran out early, a retry): this sample alone
+		r.mu.Unlock()
+		return nil, false, nil
+	}
+	w.readers++
+	r.mu.Unlock()
 	if smp.offset < 0 || smp.offset+int64(n) > int64(len(w.data)) {
+		r.mu.Lock()
+		w.readers--
+		r.mu.Unlock()
 		return nil, true, fmt.Errorf("sample %d: member at %d+%d past the shard's %d bytes: %w", i, smp.offset, n, len(w.data), ErrShardChanged)
 	}
 	if cap(*scratch) < n {
@@ -203,8 +279,13 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 	b = (*scratch)[:n]
 	copy(b, w.data[smp.offset:])
 	r.mu.Lock()
+	w.readers--
 	if r.left[sh]--; r.left[sh] <= 0 {
 		r.dropLocked(sh, w)
+	}
+	if w.dropped && w.readers == 0 {
+		r.s.bufs.put(w.data)
+		w.data = nil
 	}
 	r.mu.Unlock()
 	return b, true, nil
@@ -224,6 +305,11 @@ func (r *shardReader) dropLocked(sh int32, w *wholeShard) {
 	}
 	delete(r.held, sh)
 	r.bytes -= r.s.sizes[sh]
+	w.dropped = true
+	if w.readers == 0 { // else the last one copying out gives it back
+		r.s.bufs.put(w.data)
+		w.data = nil
+	}
 	r.fill()
 }
 

@@ -41,6 +41,7 @@ type Shards struct {
 	sizes        []int64
 	shardSamples []int32
 	memory       int64 // ShardMemory
+	bufs         *shardBufs
 
 	readerMu                  sync.Mutex
 	reader                    *shardReader // the planned epoch's, nil before any
