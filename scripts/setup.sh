@@ -10,6 +10,10 @@ packages=(fuse3 python3-numpy libjpeg62-turbo libjpeg62-turbo-dev python3-venv p
 if [[ "${TSOCK_SETUP_TORCH:-0}" == 1 ]]; then
 	packages+=(python3-torch python3-torchvision python3-pil python3-optuna)
 fi
+# munge, slurm-wlm: the Slurm recipe's test on a real Slurm (scripts/test.sh).
+if [[ "${TSOCK_SETUP_SLURM:-0}" == 1 ]]; then
+	packages+=(munge slurm-wlm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

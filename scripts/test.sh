@@ -12,7 +12,7 @@ phases=()
 started=$SECONDS
 phase() { phases+=("$1 $((SECONDS - started))s"); started=$SECONDS; }
 
-TSOCK_SETUP_TORCH=1 TSOCK_SETUP_S3=1 TSOCK_SETUP_LINT=1 scripts/setup.sh
+TSOCK_SETUP_TORCH=1 TSOCK_SETUP_S3=1 TSOCK_SETUP_LINT=1 TSOCK_SETUP_SLURM=1 scripts/setup.sh
 phase setup
 go vet ./...
 # staticcheck's own findings, deprecations included (setup.sh builds it).
@@ -44,6 +44,17 @@ for target in batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset batchstore:
 	rm -f "$fuzzlog"
 done
 phase fuzz
+
+# The Slurm recipe on a real Slurm (one node here: munged, slurmctld and
+# slurmd started by the script and stopped by PID).
+bin=$(mktemp -d /tmp/tsock-slurmbin.XXXXXX)
+go build -o "$bin/tsock" ./cmd/tsock
+if ! scripts/deploy/slurm/test.sh "$bin/tsock"; then
+	echo "the Slurm recipe's test failed" >&2
+	status=1
+fi
+rm -rf "$bin"
+phase slurm
 
 skips=$(grep -E '^\s*--- SKIP' "$log" || true)
 if [[ -n "$skips" ]]; then

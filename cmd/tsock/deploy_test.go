@@ -35,6 +35,20 @@ func shellWords(line string) []string {
 	return words
 }
 
+// sbatchDefault is the default the Slurm recipe gives variable name
+// (name=${NAME:-DEFAULT}).
+func sbatchDefault(t *testing.T, name string) string {
+	data, err := os.ReadFile("../../scripts/deploy/slurm/sweep.sbatch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`\$\{` + name + `:-(.*?)\}\n`).FindSubmatch(data)
+	if m == nil {
+		t.Fatalf("sweep.sbatch gives %s no default", name)
+	}
+	return string(m[1])
+}
+
 // TestDeployFilesParse: the tsock mount commands in scripts/deploy (the
 // Kubernetes DaemonSet, the Slurm sweep) are ones this tsock accepts:
 // every flag exists and every value parses, so a rename or a new check
@@ -46,8 +60,10 @@ func TestDeployFilesParse(t *testing.T) {
 		vars *strings.Replacer
 	}{
 		{"../../scripts/deploy/kubernetes/tsock-daemonset.yaml", regexp.MustCompile(`(?s)exec (tsock mount .*?)\n\s+env:`), strings.NewReplacer("\n", " ")},
-		{"../../scripts/deploy/slurm/sweep.sbatch", regexp.MustCompile(`(?s)exec (tsock mount .*?)\n"`),
-			strings.NewReplacer("$mnt", "/mnt/tsock", "'$source'", "'s3://datasets/train-{000..009}.tar'", `\${TMPDIR:-/tmp}`, os.TempDir())},
+		// Its default TSOCK_ARGS and a --cache as "auto" sizes it.
+		{"../../scripts/deploy/slurm/sweep.sbatch", regexp.MustCompile(`\t(tsock mount "\$2" .*?) &\n`),
+			strings.NewReplacer(`"$2"`, "/mnt/tsock", `"$3"`, "'s3://datasets/train-{000..009}.tar'",
+				"$flags", "--cache 1GiB --cache-dir "+os.TempDir(), "$4", sbatchDefault(t, "TSOCK_ARGS"))},
 	} {
 		data, err := os.ReadFile(tc.file)
 		if err != nil {

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# The Slurm recipe on a real Slurm: Debian's munge and slurm-wlm, one node
+# on this machine (munged, slurmctld and slurmd started here, in a work
+# folder, on ports of their own; stopped by PID at the end). Run as root
+# (scripts/test.sh does). It submits sweep.sbatch as a user would and
+# checks: the job ends COMPLETED within seconds of its trials; every trial
+# ran as its own consumer and read exact epochs; no mount and no
+# mountpoint is left; a tsock that cannot start fails the job at once
+# with its message; scancel leaves no mount and no mountpoint.
+#
+#   scripts/deploy/slurm/test.sh TSOCK_BINARY
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+tsock_bin=$(realpath "$1")
+command -v slurmctld >/dev/null || TSOCK_SETUP_SLURM=1 scripts/setup.sh
+work=$(mktemp -d /tmp/tsock-slurm.XXXXXX)
+pids=()
+cleanup() {
+	set +e
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${pids[@]}"; do while kill -0 "$p" 2>/dev/null; do sleep 0.1; done; done
+	grep -q " /dev/shm/tsock-" /proc/mounts && { echo "slurm test: a mount was left: $(grep /dev/shm/tsock- /proc/mounts)" >&2; }
+	rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "slurm test: FAIL: $*" >&2; exit 1; }
+
+# munge: a key of its own, a socket of its own.
+mkdir -p "$work/munge"
+dd if=/dev/urandom of="$work/munge/key" bs=128 count=1 status=none
+chmod 0400 "$work/munge/key"
+/usr/sbin/munged --force --key-file="$work/munge/key" --socket="$work/munge/sock" \
+	--pid-file="$work/munge/pid" --log-file="$work/munge/log" --seed-file="$work/munge/seed"
+pids+=("$(cat "$work/munge/pid")")
+
+host=$(hostname -s)
+mem=$(($(free -m | awk '/Mem:/ { print $7 }') - 1024))
+port=$((20000 + RANDOM % 20000))
+cat >"$work/slurm.conf" <<CONF
+ClusterName=tsocktest
+SlurmctldHost=$host
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$work/munge/sock
+StateSaveLocation=$work/state
+SlurmdSpoolDir=$work/spool
+SlurmctldPidFile=$work/slurmctld.pid
+SlurmdPidFile=$work/slurmd.pid
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+SlurmctldLogFile=$work/slurmctld.log
+SlurmdLogFile=$work/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+ReturnToService=2
+KillWait=5
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+NodeName=$host CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
+PartitionName=cpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+CONF
+mkdir -p "$work/state" "$work/spool"
+export SLURM_CONF="$work/slurm.conf"
+/usr/sbin/slurmctld -f "$SLURM_CONF"
+/usr/sbin/slurmd -f "$SLURM_CONF"
+for _ in $(seq 100); do [[ -s $work/slurmctld.pid && -s $work/slurmd.pid ]] && break; sleep 0.1; done
+pids+=("$(cat "$work/slurmctld.pid")" "$(cat "$work/slurmd.pid")")
+for _ in $(seq 100); do sinfo -h -o %t 2>/dev/null | grep -q idle && break; sleep 0.2; done
+sinfo -h -o %t | grep -q idle || fail "the node is not idle: $(sinfo 2>&1)"
+
+# What a user puts in the submit directory: train.py reads two epochs
+# of its consumer and writes what it saw; sweep.py gives a rate.
+mkdir -p "$work/submit" "$work/bin"
+cp "$tsock_bin" "$work/bin/tsock"
+export PATH="$work/bin:$PATH"
+cat >"$work/submit/sweep.py" <<'PY'
+import sys
+print(0.1 / (1 + int(sys.argv[2])))
+PY
+cat >"$work/submit/train.py" <<'PY'
+import argparse, json, os, struct
+ap = argparse.ArgumentParser()
+ap.add_argument("--data"); ap.add_argument("--consumer"); ap.add_argument("--lr", type=float)
+a = ap.parse_args()
+d = os.path.join(a.data, "consumers", a.consumer)
+os.mkdir(d)
+with open(os.path.join(d, "batch_size"), "w") as f:
+    f.write("8\n")
+epochs, j = {}, 0
+while len(epochs) < 3:  # two whole epochs: stop at the third's first batch
+    with open(os.path.join(d, f"{j:06d}.safetensors"), "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    head = json.loads(data[8:8 + n])
+    lo, hi = head["indices"]["data_offsets"]
+    raw = data[8 + n + lo:8 + n + hi]
+    idx = list(struct.unpack(f"<{len(raw) // 8}q", raw))
+    epochs.setdefault(int(head["__metadata__"]["epoch"]), []).extend(idx)
+    j += 1
+os.rmdir(d)
+with open(f"result-{a.consumer}.json", "w") as f:
+    json.dump({"lr": a.lr, "epochs": [sorted(epochs[e]) for e in sorted(epochs)[:2]]}, f)
+PY
+
+state() { scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
+wait_done() { # JOB: until it is over
+	for _ in $(seq 600); do
+		case $(state "$1") in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) return ;; esac
+		sleep 0.2
+	done
+	fail "job $1 still $(state "$1") after 120 s"
+}
+no_leftovers() { # JOB
+	grep -q " /dev/shm/tsock-$1 " /proc/mounts && fail "job $1 left its mount"
+	[[ ! -e /dev/shm/tsock-$1 ]] || fail "job $1 left its mountpoint /dev/shm/tsock-$1"
+}
+
+# 1. A sweep of 2 trials on the node, CPU only, no cache.
+cd "$work/submit"
+start=$(date +%s.%N)
+job=$(SOURCE=synthetic:40 TRIALS_PER_NODE=2 TRIAL_GPUS=0 TSOCK_CACHE=0 TSOCK_ARGS="--batch-size 8 --buffer 4MiB --image-size 8" \
+	sbatch --parsable --output="$work/sweep-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
+wait_done "$job"
+end=$(date +%s.%N)
+[[ $(state "$job") == COMPLETED ]] || fail "sweep job $job ended $(state "$job"):
+$(cat "$work/sweep-$job.out")"
+no_leftovers "$job"
+# tsock was unmounted, not killed: its step (and every other) ended with 0.
+if grep -E "srun: error|Killed|terminated" "$work/sweep-$job.out"; then
+	fail "a step of job $job did not end cleanly"
+fi
+for k in 0 1; do
+	[[ -s result-trial-$k.json ]] || fail "trial $k wrote nothing:
+$(cat "$work/sweep-$job.out")"
+	python3 - "result-trial-$k.json" <<'PY' || fail "trial $k's epochs are not exact"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert len(r["epochs"]) == 2 and all(e == list(range(40)) for e in r["epochs"]), r
+PY
+done
+echo "slurm test: sweep job $job COMPLETED in $(awk "BEGIN { printf \"%.1f\", $end - $start }") s, 2 trials of exact epochs, no mount left"
+
+# 2. A tsock that cannot start fails the job at once, with its message.
+start=$(date +%s.%N)
+job=$(SOURCE=/nonexistent TRIALS_PER_NODE=1 TRIAL_GPUS=0 TSOCK_CACHE=0 \
+	sbatch --parsable --output="$work/bad-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
+wait_done "$job"
+end=$(date +%s.%N)
+[[ $(state "$job") == FAILED ]] || fail "a bad source: job $job ended $(state "$job")"
+grep -q "nonexistent" "$work/bad-$job.out" || fail "a bad source: tsock's message is not in the job's output:
+$(cat "$work/bad-$job.out")"
+no_leftovers "$job"
+echo "slurm test: a bad source: job $job FAILED in $(awk "BEGIN { printf \"%.1f\", $end - $start }") s, with tsock's message, no mount left"
+
+# 3. scancel while the trials run: no mount, no mountpoint left.
+cat >"$work/submit/train.py" <<'PY'
+import time
+time.sleep(600)
+PY
+job=$(SOURCE=synthetic:40 TRIALS_PER_NODE=1 TRIAL_GPUS=0 TSOCK_CACHE=0 TSOCK_ARGS="--batch-size 8 --buffer 4MiB --image-size 8" \
+	sbatch --parsable --output="$work/cancel-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
+for _ in $(seq 300); do grep -q " /dev/shm/tsock-$job " /proc/mounts && break; sleep 0.1; done
+grep -q " /dev/shm/tsock-$job " /proc/mounts || fail "job $job never mounted: $(cat "$work/cancel-$job.out")"
+scancel "$job"
+wait_done "$job"
+for _ in $(seq 100); do [[ -e /dev/shm/tsock-$job ]] || break; sleep 0.1; done
+no_leftovers "$job"
+echo "slurm test: scancel: job $job $(state "$job"), no mount, no mountpoint left"
