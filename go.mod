@@ -14,6 +14,7 @@ require (
 require (
 	github.com/NVIDIA/go-nvml v0.13.3-0
 	github.com/minio/minio-go/v7 v7.4.1
+	go.yaml.in/yaml/v3 v3.0.5
 )
 
 require (
@@ -28,7 +29,6 @@ require (
 	github.com/rs/xid v1.6.0 // indirect
 	github.com/tinylib/msgp v1.6.4 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
