@@ -16,7 +16,7 @@ import (
 type k8sContainer struct {
 	Command []string `yaml:"command"`
 	Args    []string `yaml:"args"`
-	Ports []struct {
+	Ports   []struct {
 		Name          string `yaml:"name"`
 		ContainerPort int    `yaml:"containerPort"`
 	} `yaml:"ports"`
