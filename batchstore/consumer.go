@@ -220,6 +220,16 @@ func (c *consumer) subsetFor(k int) *Subset {
 	return sub
 }
 
+// wants is everything c's subsets hold, now and from its next epochs
+// (nil: everything).
+func (c *consumer) wants() *Subset {
+	mine := c.subset
+	for _, p := range c.pending {
+		mine = union(mine, p.sub)
+	}
+	return mine
+}
+
 // active: still reading; a consumer that left or was evicted has nothing
 // pending and gets nothing new.
 func (c *consumer) active() bool { return !c.left && c.evicted == "" }

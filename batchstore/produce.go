@@ -277,26 +277,8 @@ func (s *Store) PlanEpoch(e int, plan Plan) {
 // now and from their next epochs; nil (everything) if one has none, or
 // none is decided. Callers hold s.mu.
 func (s *Store) wanted() *Subset {
-	var u *Subset
-	first := true
-	for _, c := range s.consumers {
-		if !c.decided || !c.active() || s.pastTheEnd(c, c.low) { // one that read its last epoch wants nothing more
-			continue
-		}
-		mine := c.subset
-		for _, p := range c.pending {
-			mine = union(mine, p.sub)
-		}
-		if mine == nil {
-			return nil
-		}
-		if first {
-			u, first = mine, false
-		} else {
-			u = union(u, mine)
-		}
-	}
-	if first {
+	u, any := s.wantedBy(func(*consumer) bool { return true })
+	if !any {
 		return nil
 	}
 	return u

@@ -50,24 +50,33 @@ func (s *Store) wantsChanged() { s.wantGen++ }
 // mount fills its buffer before anyone joins, and again once all have
 // read their epochs). Callers hold s.mu.
 func (s *Store) wantedIn(e int) (*Subset, bool) {
+	return s.wantedBy(func(c *consumer) bool { return c.joinEpoch <= e })
+}
+
+// holdsBack: c is decided, active and not past its last epoch, so what
+// it wants is made. Callers hold s.mu.
+func (s *Store) holdsBack(c *consumer) bool {
+	return c.decided && c.active() && !s.pastTheEnd(c, c.low)
+}
+
+// wantedBy is what the consumers that hold back and that in picks want
+// together, now and from their next epochs (nil: everything; empty:
+// nothing), and whether any consumer holds back at all. Callers hold
+// s.mu.
+func (s *Store) wantedBy(in func(*consumer) bool) (*Subset, bool) {
 	u := &Subset{form: "none"}
 	any := false
 	for _, c := range s.consumers {
-		if !c.decided || !c.active() || s.pastTheEnd(c, c.low) {
+		if !s.holdsBack(c) {
 			continue
 		}
 		any = true
-		if c.joinEpoch > e {
+		if !in(c) {
 			continue
 		}
-		mine := c.subset
-		for _, p := range c.pending {
-			mine = union(mine, p.sub)
-		}
-		if mine == nil {
+		if u = union(u, c.wants()); u == nil {
 			return nil, true
 		}
-		u = union(u, mine)
 	}
 	return u, any
 }
@@ -219,22 +228,7 @@ func (s *Store) combinedNeed(c *consumer, sub *Subset) error {
 	if capacity == 0 {
 		return nil
 	}
-	var others *Subset
-	any := false
-	for _, o := range s.consumers {
-		if o == c || !o.decided || !o.active() || s.pastTheEnd(o, o.low) {
-			continue
-		}
-		mine := o.subset
-		for _, p := range o.pending {
-			mine = union(mine, p.sub)
-		}
-		if !any {
-			others, any = mine, true
-		} else {
-			others = union(others, mine)
-		}
-	}
+	others, any := s.wantedBy(func(o *consumer) bool { return o != c })
 	all := sub
 	if any {
 		all = union(others, sub)
@@ -245,7 +239,7 @@ func (s *Store) combinedNeed(c *consumer, sub *Subset) error {
 			s.sizeOf(sub), wanted, c.batchSize, n, capacity)
 	}
 	for _, o := range s.consumers {
-		if o == c || !o.decided || !o.active() || o.subset == nil || s.pastTheEnd(o, o.low) {
+		if o == c || o.subset == nil || !s.holdsBack(o) {
 			continue
 		}
 		if n := s.spans(o.batchSize, o.subset, wanted); n > capacity {

@@ -40,10 +40,14 @@ func (p *Producer) orderWithSplits(e int, prev []int, splits map[int]int, wanted
 	var shuffle func(int, []int)
 	if p.cfg.Transform == pipeline.Train {
 		sharded, ok := source.As[source.Sharded](p.cfg.Source)
+		window := 0
+		if ok {
+			window = sharded.ShuffleWindow()
+		}
 		shuffle = func(k int, seg []int) {
 			rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(e)<<24^uint64(k)^0x5368756666))
-			if ok && sharded.ShuffleWindow() > 0 { // a uniform order would read every shard at once
-				source.ShardShuffle(rng, seg, sharded.Shard, sharded.ShuffleWindow())
+			if window > 0 { // a uniform order would read every shard at once
+				source.ShardShuffle(rng, seg, sharded.Shard, window)
 				return
 			}
 			rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })

@@ -321,7 +321,7 @@ func (p *Producer) work(ctx context.Context, tasks <-chan *task, results chan<- 
 	for t := range tasks {
 		if !t.passed { // one passed over only ends its epoch
 			t.err = w.make(ctx, t)
-			if over := p.stats.verdict(t.index, t.version, p.cfg.Source.Name(t.index), t.err); over != nil {
+			if over := p.stats.verdict(t.index, t.version, p.cfg.Source.Name, t.err); over != nil {
 				t.err = over // the pipeline stops on it
 			}
 		}

@@ -107,9 +107,10 @@ type badSample struct {
 }
 
 // verdict records that sample index (read at version) of the epoch being
-// dispatched was made (err nil) or failed. It returns an error wrapping
-// batchstore.ErrSkipBudget when this skip is one past the budget.
-func (s *Stats) verdict(index int, version, name string, err error) (over error) {
+// dispatched was made (err nil) or failed; name names it, asked only for
+// a skip (a folder builds its path on each call). It returns an error
+// wrapping batchstore.ErrSkipBudget when this skip is one past the budget.
+func (s *Stats) verdict(index int, version string, name func(int) string, err error) (over error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.epochDone++
@@ -119,7 +120,7 @@ func (s *Stats) verdict(index int, version, name string, err error) (over error)
 	case remote.StoreFault(err): // not the sample's fault: the pipeline stops on it
 	case errors.Is(err, context.Canceled): // the run is stopping: its reads were cut short
 	case !seen:
-		reason := fmt.Sprintf("%s: %v", name, err)
+		reason := fmt.Sprintf("%s: %v", name(index), err)
 		s.bad[index] = badSample{reason: reason, version: version}
 		s.recent = append(s.recent, reason)
 		if len(s.recent) > recentSkips {

@@ -55,6 +55,7 @@ func metricsText(s *mountSnapshot) string {
 		counter("tsock_remote_requests_total", "Requests to the object store, every attempt.", float64(r.requests))
 		counter("tsock_remote_retries_total", "Object store requests tried again after a transient fault.", float64(r.retries))
 		counter("tsock_remote_failures_total", "Object store requests that failed for good.", float64(r.failures))
+		counter("tsock_remote_throttled_total", "Object store answers that asked to slow down (SlowDown): retried and paced.", float64(r.throttled))
 		counter("tsock_remote_bytes_total", "Bytes read from the object store.", float64(r.bytes))
 	}
 	if g := s.gpu; g != nil {

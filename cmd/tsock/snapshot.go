@@ -41,6 +41,7 @@ type mountSnapshot struct {
 type remoteSnapshot struct {
 	line, endpoint              string
 	requests, retries, failures uint64
+	throttled                   uint64 // SlowDown answers: retried and paced
 	bytes                       int64
 	rate                        float64 // bytes/s, the last 10 s
 }
@@ -98,7 +99,7 @@ func (c *mountCommand) snapshot() *mountSnapshot {
 		bytes := st.Bytes.Load()
 		s.remote = &remoteSnapshot{
 			line: rs.Remote(), endpoint: rs.Store().Endpoint(), requests: st.Requests.Load(), retries: st.Retries.Load(),
-			failures: st.Failures.Load(), bytes: bytes, rate: c.rate.remoteRate(bytes),
+			failures: st.Failures.Load(), throttled: st.Throttled.Load(), bytes: bytes, rate: c.rate.remoteRate(bytes),
 		}
 	}
 	if sk, ok := source.As[source.Skipper](c.cfg.Source); ok {

@@ -63,12 +63,15 @@ type cacheDoc struct {
 
 // remoteDoc is the object store's traffic; requests count every attempt.
 type remoteDoc struct {
-	Endpoint string  `json:"endpoint"`
-	Requests uint64  `json:"requests"`
-	Retries  uint64  `json:"retries"`
-	Failures uint64  `json:"failures"`
-	Bytes    int64   `json:"bytes"`
-	Rate     float64 `json:"bytes_per_second"` // the last 10 s
+	Endpoint string `json:"endpoint"`
+	Requests uint64 `json:"requests"`
+	Retries  uint64 `json:"retries"`
+	Failures uint64 `json:"failures"`
+	// Throttled: answers that asked to slow down (503 SlowDown, 429),
+	// retried and paced, never failures.
+	Throttled uint64  `json:"throttled"`
+	Bytes     int64   `json:"bytes"`
+	Rate      float64 `json:"bytes_per_second"` // the last 10 s
 }
 
 type producerDoc struct {
@@ -190,7 +193,7 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 		doc.Kept = &keptDoc{Limit: k.Limit, Used: k.Used, Samples: k.Samples, Served: k.Served, Refused: k.Refused}
 	}
 	if r := s.remote; r != nil {
-		doc.Remote = &remoteDoc{Endpoint: r.endpoint, Requests: r.requests, Retries: r.retries, Failures: r.failures, Bytes: r.bytes, Rate: r.rate}
+		doc.Remote = &remoteDoc{Endpoint: r.endpoint, Requests: r.requests, Retries: r.retries, Failures: r.failures, Throttled: r.throttled, Bytes: r.bytes, Rate: r.rate}
 	}
 	return doc
 }
