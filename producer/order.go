@@ -18,9 +18,38 @@ func (p *Producer) plan(e int, prev []int) []int {
 		return out
 	})
 	if sh, ok := source.As[source.Sharded](p.cfg.Source); ok {
-		sh.PlanEpoch(order)
+		sh.PlanEpoch(p.toRead(order), p.toRead(p.expectNext(e, order)))
 	}
 	return order
+}
+
+// expectNext is how epoch e+1 will begin if nothing changes meanwhile
+// (no consumer joins mid-epoch, none changes its subset): the shards read
+// ahead for it. A wrong guess costs the bytes read ahead, never a sample.
+// nil after the last epoch, and where epoch e+1 cannot be guessed from
+// what is known now: a cache in front may hold all of it after epoch 0.
+func (p *Producer) expectNext(e int, order []int) []int {
+	if _, cached := p.cfg.Source.(*source.Cache); (cached && e == 0) || (p.cfg.Epochs > 0 && e+1 >= p.cfg.Epochs) {
+		return nil
+	}
+	next, _ := batchstore.StitchOrder(order, 0, nil, func(idx int) bool { return !p.stats.isBad(idx) }, nil, p.shuffler(e+1))
+	return next
+}
+
+// toRead is what of order the source is asked for: a cache in front
+// serves what it holds.
+func (p *Producer) toRead(order []int) []int {
+	c, ok := p.cfg.Source.(*source.Cache)
+	if !ok || order == nil {
+		return order
+	}
+	out := make([]int, 0, len(order))
+	for _, i := range order {
+		if !c.Holds(i) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // orderWithSplits is "stitching": a consumer that joined at order position
@@ -37,21 +66,26 @@ func (p *Producer) orderWithSplits(e int, prev []int, splits map[int]int, wanted
 			prev[i] = i
 		}
 	}
-	var shuffle func(int, []int)
-	if p.cfg.Transform == pipeline.Train {
-		sharded, ok := source.As[source.Sharded](p.cfg.Source)
-		window := 0
-		if ok {
-			window = sharded.ShuffleWindow()
-		}
-		shuffle = func(k int, seg []int) {
-			rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(e)<<24^uint64(k)^0x5368756666))
-			if window > 0 { // a uniform order would read every shard at once
-				source.ShardShuffle(rng, seg, sharded.Shard, window)
-				return
-			}
-			rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })
-		}
+	return batchstore.StitchOrder(prev, p.cfg.Source.Len(), splits, func(idx int) bool { return !p.stats.isBad(idx) }, wanted, p.shuffler(e))
+}
+
+// shuffler shuffles each piece of epoch e's order: nil where the
+// transform keeps the dataset's order (evaluation).
+func (p *Producer) shuffler(e int) func(k int, seg []int) {
+	if p.cfg.Transform != pipeline.Train {
+		return nil
 	}
-	return batchstore.StitchOrder(prev, p.cfg.Source.Len(), splits, func(idx int) bool { return !p.stats.isBad(idx) }, wanted, shuffle)
+	sharded, ok := source.As[source.Sharded](p.cfg.Source)
+	window := 0
+	if ok {
+		window = sharded.ShuffleWindow()
+	}
+	return func(k int, seg []int) {
+		rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(e)<<24^uint64(k)^0x5368756666))
+		if window > 0 { // a uniform order would read every shard at once
+			source.ShardShuffle(rng, seg, sharded.Shard, window)
+			return
+		}
+		rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })
+	}
 }

@@ -161,7 +161,7 @@ func (p *Producer) Run(ctx context.Context) error {
 	if sh, ok := source.As[source.Sharded](p.cfg.Source); ok {
 		// No epoch more: its reads of whole shards end, waited for, after
 		// the fetcher's (deferred below, so run before) stopped reading.
-		defer sh.PlanEpoch(nil)
+		defer sh.PlanEpoch(nil, nil)
 	}
 	if p.cfg.Fetch > 0 {
 		p.fetch = newFetcher(ctx, p.cfg.Source, p.cfg.Fetch)

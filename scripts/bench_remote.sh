@@ -61,7 +61,8 @@ for delay in ("0", "30", "100"):
         if r[1] == delay:
             runs_.setdefault(r[2], []).append(r)
     folder = runs_.get("folder", [])
-    for mode, label in (("whole", "whole shards"), ("per-sample", "a ranged GET per sample"), ("whole-cache", "whole shards, --cache")):
+    for mode, label in (("whole", "whole shards, shard memory of 12 shards"), ("whole-fits", "whole shards, the dataset within the default shard memory"),
+                        ("per-sample", "a ranged GET per sample"), ("whole-cache", "whole shards (12 shards' memory), --cache")):
         rs = runs_.get(mode, [])
         if not rs or len(rs) != len(folder):
             continue
@@ -72,6 +73,8 @@ for delay in ("0", "30", "100"):
         byt, sbytes = [float(r[6]) for r in rs], [float(r[8]) for r in rs]
         print(f"| S3 shards, {delay} ms, {label}: requests per epoch | {med(req):.1f} | {med(shards):.0f} shards | {ratio(req, shards)} |")
         print(f"| S3 shards, {delay} ms, {label}: bytes per epoch | {med(byt) / 2**20:.1f} MiB | shards {med(sbytes) / 2**20:.1f} MiB | {ratio(byt, sbytes)} |")
+        first = [float(r[9]) for r in rs]
+        print(f"| S3 shards, {delay} ms, {label}: bytes of the index at open and the first epoch | {med(first) / 2**20:.1f} MiB | shards {med(sbytes) / 2**20:.1f} MiB | {ratio(first, sbytes)} |")
 lists, indexes = [o[0] for o in op], [o[1] for o in op]
 print(f"| open of 100,000 keys in S3: listing an ImageFolder (1,000 classes), seconds | {med(lists):.2f} ({spread(lists)}) | | |")
 print(f"| open of 100,000 samples in S3: indexing 1,000 shards of 100, seconds | {med(indexes):.2f} ({spread(indexes)}) | | |")

@@ -98,6 +98,17 @@ func (c *Cache) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, er
 	return data, nil
 }
 
+// Holds says whether sample i is kept: reading it reads nothing from the
+// source.
+func (c *Cache) Holds(i int) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.disk == nil {
+		return i < len(c.files) && c.files[i] != nil
+	}
+	return i < len(c.disk.spans) && c.disk.spans[i].size != 0
+}
+
 // lookup is sample i's cached bytes, if kept.
 func (c *Cache) lookup(i int, scratch *[]byte) ([]byte, bool, error) {
 	c.mu.RLock()

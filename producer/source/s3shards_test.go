@@ -60,7 +60,8 @@ func s3Config(endpoint string) remote.Config {
 func TestS3ShardsGiveTheFoldersBatchesThroughFaults(t *testing.T) {
 	server := s3test.Start(t, "data")
 	dir := producertest.Folder(t, 30, 3)
-	spec := uploadShards(t, server, "data", producertest.Shards(t, dir, 7))
+	local := producertest.Shards(t, dir, 7)
+	spec := uploadShards(t, server, "data", local)
 	faults := []s3test.Fault{s3test.SlowDown, s3test.Error500, s3test.Truncate, s3test.Reset, s3test.Stall}
 	proxy := s3test.StartProxy(t, server, func(n int) s3test.Fault {
 		if n%3 == 0 {
@@ -74,6 +75,7 @@ func TestS3ShardsGiveTheFoldersBatchesThroughFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	streaming(t, src, local) // each epoch reads the store
 	folder, err := source.Open(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,8 @@ func stateRun(t *testing.T, epochs int, retryFor time.Duration, fault func(n int
 	t.Helper()
 	server := s3test.Start(t, "data")
 	dir := producertest.Folder(t, 24, 2)
-	spec := uploadShards(t, server, "data", producertest.Shards(t, dir, 8))
+	local := producertest.Shards(t, dir, 8)
+	spec := uploadShards(t, server, "data", local)
 	var armed atomic.Bool
 	proxy := s3test.StartProxy(t, server, func(n int) s3test.Fault {
 		if armed.Load() {
@@ -45,6 +46,7 @@ func stateRun(t *testing.T, epochs int, retryFor time.Duration, fault func(n int
 	if err != nil {
 		t.Fatal(err)
 	}
+	streaming(t, src, local) // the second epoch reads the store again
 	r := producertest.StartProducer(t, producertest.Config(src, 4, epochs, 1), time.Minute)
 	_, lookupErr = r.Read(t, func(j uint64, b *batchfile.Batch) {
 		read += b.Samples()

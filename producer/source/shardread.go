@@ -1,9 +1,11 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -19,6 +21,14 @@ import (
 // from memory; a shard is dropped once the epoch has taken every sample
 // it wanted of it. The epoch's order groups samples by shard
 // (ShardShuffle), so a few shards are held at a time.
+//
+// The producer also says how it expects the next epoch to begin: once
+// every shard of this epoch has been asked for, the next epoch's first
+// shards are read ahead (or kept, where this epoch already holds them),
+// so that an epoch does not begin by waiting a first byte. Where the
+// guess was wrong (a consumer joined and the next epoch was stitched),
+// what it read is dropped at the next PlanEpoch: bytes spent, never
+// wrong bytes, since every sample is served by the plan that asks it.
 
 // DefaultShardMemory bounds the bytes of whole shards held or being read
 // at once: the shuffle window, and the read-ahead that hides a store's
@@ -33,7 +43,8 @@ const DefaultShardMemory = 512 << 20
 // of them).
 const wholeFraction = 4
 
-// shardReader holds whole shards for one epoch's plan.
+// shardReader holds whole shards, from one epoch's plan to the next: a
+// shard the next plan reads first stays held. One mutex guards it all.
 type shardReader struct {
 	s      *Shards
 	budget int64
@@ -44,15 +55,20 @@ type shardReader struct {
 	whole   []bool  // by shard: read whole in this epoch
 	left    []int32 // by shard: samples the epoch still takes from it
 	seq     []int32 // the shards read whole, in the order the epoch first uses them
-	at      map[int32]int
-	ahead   int  // seq[:ahead] have been asked for
-	started bool // the epoch's first sample was asked for
+	ahead   int     // seq[:ahead] have been asked for
+	started bool    // the epoch's first sample was asked for
+	next    []int32 // the next epoch's first shards, as expected
+	nextIn  map[int32]bool
+	nextAt  int // next[:nextAt] have been asked for
 	wg      sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
 
 	// Requests and Bytes count whole-shard reads, for status and tests.
 	Requests, Bytes atomic.Int64
+	// Kept counts shards a new plan found held and kept (read ahead for
+	// it, or left from the epoch before); Wasted, those it dropped unused.
+	Kept, Wasted atomic.Int64
 }
 
 // shardBufs keeps the buffers of shards dropped for the next reads: a
@@ -106,12 +122,13 @@ func (p *shardBufs) put(b []byte) {
 
 // wholeShard is one shard's bytes, once ready is closed.
 type wholeShard struct {
-	ready chan struct{}
-	data  []byte
-	err   error
+	ready  chan struct{}
+	cancel context.CancelFunc // stops its read, if dropped before it ends
+	data   []byte
+	err    error
 	// readers copying out of data right now, and whether it was dropped
-	// meanwhile: the last of them gives its buffer back. Guarded by the
-	// reader's mu.
+	// meanwhile: the last of them (or its read, if it was still under
+	// way) gives its buffer back. Guarded by the reader's mu.
 	readers int
 	dropped bool
 }
@@ -134,93 +151,226 @@ func (s *Shards) WholeReads() (requests, bytes int64) {
 	return s.wholeRequests + r.Requests.Load(), s.wholeBytes + r.Bytes.Load()
 }
 
-// PlanEpoch says which samples the next epoch reads, in order: the
-// shards it wants much of are read whole, in that order, a few ahead.
-// The previous epoch's shards are dropped.
-func (s *Shards) PlanEpoch(order []int) {
+// Carried is how many shards new epochs found already held when they
+// were planned (read ahead for them, or kept from the epoch before), and
+// how many shards read ahead or kept for an epoch it did not begin with.
+func (s *Shards) Carried() (kept, wasted int64) {
 	s.readerMu.Lock()
 	defer s.readerMu.Unlock()
-	if old := s.reader; old != nil {
-		old.close()
-		s.wholeRequests += old.Requests.Load()
-		s.wholeBytes += old.Bytes.Load()
-		s.reader = nil
+	kept, wasted = s.carriedKept, s.carriedWasted
+	if s.reader != nil {
+		kept, wasted = kept+s.reader.Kept.Load(), wasted+s.reader.Wasted.Load()
 	}
-	if s.memory <= 0 {
+	return kept, wasted
+}
+
+// Held is what whole-shard reading holds now: shards read, their bytes,
+// and shards still being read.
+func (s *Shards) Held() (shards int, bytes int64, reading int) {
+	s.readerMu.Lock()
+	r := s.reader
+	s.readerMu.Unlock()
+	if r == nil {
+		return 0, 0, 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for sh, w := range r.held {
+		select {
+		case <-w.ready:
+			if w.err == nil {
+				shards++
+				bytes += r.s.sizes[sh]
+			}
+		default:
+			reading++
+		}
+	}
+	return shards, bytes, reading
+}
+
+// PlanEpoch says which samples the next epoch reads, in order, and how
+// the epoch after it is expected to begin (next; nil: not known): the
+// shards it wants much of are read whole, in that order, a few ahead,
+// then the next epoch's first ones. A nil order ends whole-shard reading:
+// the reads under way stop, waited for, and every shard is dropped.
+func (s *Shards) PlanEpoch(order, next []int) {
+	s.readerMu.Lock()
+	defer s.readerMu.Unlock()
+	if order == nil || s.memory <= 0 {
+		if r := s.reader; r != nil {
+			r.close()
+			s.retire(r)
+			s.reader = nil
+		}
 		return
 	}
 	if s.bufs == nil || s.bufs.limit != s.memory {
 		s.bufs = &shardBufs{limit: s.memory}
 	}
-	r := &shardReader{s: s, budget: s.memory, held: map[int32]*wholeShard{}, at: map[int32]int{},
-		whole: make([]bool, len(s.paths)), left: make([]int32, len(s.paths))}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r := s.reader
+	if r == nil || r.budget != s.memory {
+		if r != nil {
+			r.close()
+			s.retire(r)
+		}
+		r = &shardReader{s: s, budget: s.memory, held: map[int32]*wholeShard{}}
+		r.ctx, r.cancel = context.WithCancel(context.Background())
+		s.reader = r
+	}
+	r.plan(order, next)
+}
+
+// retire adds a reader's counts to those of readers gone.
+func (s *Shards) retire(r *shardReader) {
+	s.wholeRequests += r.Requests.Load()
+	s.wholeBytes += r.Bytes.Load()
+	s.carriedKept += r.Kept.Load()
+	s.carriedWasted += r.Wasted.Load()
+}
+
+// wholeShards is which shards of order are worth reading whole, how many
+// samples order takes of each, and the former in the order first used.
+func (s *Shards) wholeShards(order []int) (whole []bool, left []int32, seq []int32) {
+	whole, left = make([]bool, len(s.paths)), make([]int32, len(s.paths))
 	for _, i := range order {
-		r.left[s.samples[i].shard]++
+		left[s.samples[i].shard]++
 	}
 	for sh := range s.paths {
 		n := s.shardSamples[sh]
 		// Read whole where the epoch wants a good part of it and it fits
 		// the budget beside a few others.
-		r.whole[sh] = n > 0 && int64(r.left[sh])*wholeFraction >= int64(n) && s.sizes[sh] > 0 && s.sizes[sh] <= s.memory/4
+		whole[sh] = n > 0 && int64(left[sh])*wholeFraction >= int64(n) && s.sizes[sh] > 0 && s.sizes[sh] <= s.memory/4
 	}
+	seen := make([]bool, len(s.paths))
 	for _, i := range order {
 		sh := s.samples[i].shard
-		if _, ok := r.at[sh]; !ok && r.whole[sh] {
-			r.at[sh] = len(r.seq)
-			r.seq = append(r.seq, sh)
+		if whole[sh] && !seen[sh] {
+			seen[sh] = true
+			seq = append(seq, sh)
 		}
 	}
-	s.reader = r // its reads start with the epoch's first sample: a cache may serve them all
+	return whole, left, seq
 }
 
-// close stops the reads ahead, waits for them, and keeps their buffers
-// for the next epoch's.
+// plan replaces the reader's plan. The shards held that the new epoch
+// reads first (as many as the budget would have read ahead) stay; the
+// others are dropped, their reads stopped.
+func (r *shardReader) plan(order, next []int) {
+	whole, left, seq := r.s.wholeShards(order)
+	var nextSeq []int32
+	if next != nil {
+		_, _, nextSeq = r.s.wholeShards(next)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.whole, r.left, r.seq, r.ahead, r.started = whole, left, seq, 0, false
+	first := r.prefix(seq, r.budget)
+	for sh, w := range r.held {
+		if !first[sh] {
+			if r.nextIn[sh] { // read ahead or kept for this plan, by a wrong guess
+				r.Wasted.Add(1)
+			}
+			r.dropLocked(sh, w)
+		} else {
+			r.Kept.Add(1)
+		}
+	}
+	// Half the budget: the rest is this epoch's last block, still held
+	// while the next one's first is read.
+	r.next, r.nextAt, r.nextIn = nil, 0, r.prefix(nextSeq, r.budget/2)
+	for _, sh := range nextSeq {
+		if r.nextIn[sh] {
+			r.next = append(r.next, sh)
+		}
+	}
+}
+
+// prefix is the first shards of seq whose bytes fit in budget (at least
+// one).
+func (r *shardReader) prefix(seq []int32, budget int64) map[int32]bool {
+	in := map[int32]bool{}
+	var sum int64
+	for _, sh := range seq {
+		if sum += r.s.sizes[sh]; len(in) > 0 && sum > budget {
+			break
+		}
+		in[sh] = true
+	}
+	return in
+}
+
+// close stops the reads, waits for them, and keeps their buffers for
+// later reads.
 func (r *shardReader) close() {
 	r.cancel()
 	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.seq, r.next = nil, nil
 	for sh, w := range r.held {
 		r.dropLocked(sh, w)
 	}
 }
 
-// fill asks for the next shards of the epoch while the budget allows.
-// Callers hold r.mu.
+// fill asks for the next shards of the epoch while the budget allows,
+// then for the next epoch's first ones. Callers hold r.mu.
 func (r *shardReader) fill() {
-	for r.ahead < len(r.seq) {
-		sh := r.seq[r.ahead]
+	if !r.started {
+		return // a cache in front may serve the whole epoch: nothing is read before it asks
+	}
+	if r.readAhead(r.seq, &r.ahead) {
+		r.readAhead(r.next, &r.nextAt)
+	}
+}
+
+// readAhead loads seq[*at:] in order while the budget allows, moving *at
+// past what is held or asked; it says whether it got to the end.
+// Callers hold r.mu.
+func (r *shardReader) readAhead(seq []int32, at *int) bool {
+	for ; *at < len(seq); *at++ {
+		sh := seq[*at]
 		if _, ok := r.held[sh]; ok {
-			r.ahead++
 			continue
 		}
-		size := r.s.sizes[sh]
-		if r.bytes > 0 && r.bytes+size > r.budget {
-			return
+		if !r.room(sh) {
+			return false
 		}
-		r.ahead++
 		r.load(sh)
 	}
+	return true
+}
+
+// room says whether shard sh may be read now. Callers hold r.mu.
+func (r *shardReader) room(sh int32) bool {
+	return r.bytes == 0 || r.bytes+r.s.sizes[sh] <= r.budget
 }
 
 // load starts reading shard sh whole. Callers hold r.mu.
 func (r *shardReader) load(sh int32) *wholeShard {
-	w := &wholeShard{ready: make(chan struct{})}
+	ctx, cancel := context.WithCancel(r.ctx)
+	w := &wholeShard{ready: make(chan struct{}), cancel: cancel}
 	r.held[sh] = w
 	size := r.s.sizes[sh]
 	r.bytes += size
 	r.wg.Go(func() {
 		defer close(w.ready)
+		defer cancel()
 		buf := r.s.bufs.get(size)
-		if err := r.s.files.readAt(r.ctx, r.s.paths[sh], r.s.versions[sh], buf, 0); err != nil {
+		err := r.s.files.readAt(ctx, r.s.paths[sh], r.s.versions[sh], buf, 0)
+		if err == nil {
+			r.Requests.Add(1)
+			r.Bytes.Add(size)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch {
+		case w.dropped || err != nil:
 			r.s.bufs.put(buf)
 			w.err = err
-			return
+		default:
+			w.data = buf
 		}
-		r.Requests.Add(1)
-		r.Bytes.Add(size)
-		w.data = buf
 	})
 	return w
 }
@@ -243,7 +393,7 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 	if w == nil {
 		// Asked before its turn, or again (a retry): read it now if the
 		// budget allows, else this sample alone.
-		if r.bytes+r.s.sizes[sh] > r.budget {
+		if !r.room(sh) {
 			r.mu.Unlock()
 			return nil, false, nil
 		}
@@ -255,21 +405,22 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 	case <-ctx.Done():
 		return nil, true, ctx.Err()
 	}
-	if w.err != nil {
-		r.drop(sh, w)
+	r.mu.Lock()
+	if w.err != nil && !w.dropped {
+		r.dropLocked(sh, w) // a later sample reads it again
+		r.mu.Unlock()
 		return nil, true, w.err
 	}
-	n := int(smp.size)
-	r.mu.Lock()
-	if w.data == nil { // given back already (its count ran out early, a retry): this sample alone
+	if w.data == nil { // dropped (its count ran out early, a retry, a new plan): this sample alone
 		r.mu.Unlock()
 		return nil, false, nil
 	}
 	w.readers++
 	r.mu.Unlock()
+	n := int(smp.size)
 	if smp.offset < 0 || smp.offset+int64(n) > int64(len(w.data)) {
 		r.mu.Lock()
-		w.readers--
+		r.release(w)
 		r.mu.Unlock()
 		return nil, true, fmt.Errorf("sample %d: member at %d+%d past the shard's %d bytes: %w", i, smp.offset, n, len(w.data), ErrShardChanged)
 	}
@@ -279,26 +430,27 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 	b = (*scratch)[:n]
 	copy(b, w.data[smp.offset:])
 	r.mu.Lock()
-	w.readers--
-	if r.left[sh]--; r.left[sh] <= 0 {
+	defer r.mu.Unlock()
+	r.release(w)
+	// The epoch has taken all it wants of it: dropped, unless the next
+	// epoch begins with it and this one has asked for all its shards.
+	if r.left[sh]--; r.left[sh] <= 0 && !(r.ahead == len(r.seq) && r.nextIn[sh]) {
 		r.dropLocked(sh, w)
 	}
-	if w.dropped && w.readers == 0 {
-		r.s.bufs.put(w.data)
-		w.data = nil
-	}
-	r.mu.Unlock()
 	return b, true, nil
 }
 
-// drop forgets shard sh's read w (failed: a later sample reads it again)
-// and asks for the next.
-func (r *shardReader) drop(sh int32, w *wholeShard) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.dropLocked(sh, w)
+// release ends one reader's copy out of w: the last gives back the
+// buffer of a shard dropped meanwhile. Callers hold r.mu.
+func (r *shardReader) release(w *wholeShard) {
+	if w.readers--; w.dropped && w.readers == 0 {
+		r.s.bufs.put(w.data)
+		w.data = nil
+	}
 }
 
+// dropLocked forgets shard sh's read w, stops it if under way, and asks
+// for the next. Callers hold r.mu.
 func (r *shardReader) dropLocked(sh int32, w *wholeShard) {
 	if r.held[sh] != w {
 		return
@@ -306,7 +458,8 @@ func (r *shardReader) dropLocked(sh int32, w *wholeShard) {
 	delete(r.held, sh)
 	r.bytes -= r.s.sizes[sh]
 	w.dropped = true
-	if w.readers == 0 { // else the last one copying out gives it back
+	w.cancel()
+	if w.readers == 0 { // else the last one copying out gives it back; a read under way, itself
 		r.s.bufs.put(w.data)
 		w.data = nil
 	}
@@ -314,39 +467,49 @@ func (r *shardReader) dropLocked(sh int32, w *wholeShard) {
 }
 
 // ShardShuffle orders seg (dataset indices) for reading shard by shard:
-// its shards in a random order, each shard's samples shuffled, then the
-// samples of each block of `window` consecutive shards shuffled together.
-// Every sample stays exactly once; a block's shards are what is held at
-// once (window of them, and the next block's being read ahead).
+// its shards in a random order, and each shard's samples spread at random
+// over the span of `window` shards from where it starts, overlapping the
+// next window-1 shards' (MosaicML Streaming's py1e, in units of shards).
+// Every sample stays exactly once. About window shards are under way at
+// any point of the order, and they end one after another rather than all
+// at a block's end: a shard's memory is given back, and the next one read,
+// steadily.
 func ShardShuffle(rng *rand.Rand, seg []int, shardOf func(int) int, window int) {
 	if len(seg) < 2 {
 		return
 	}
 	window = max(window, 1)
-	byShard := map[int][]int{}
+	at := map[int]int{} // shard → its place in the shards' order
 	var shards []int
 	for _, i := range seg {
-		sh := shardOf(i)
-		if _, ok := byShard[sh]; !ok {
-			shards = append(shards, sh)
+		if _, ok := at[shardOf(i)]; !ok {
+			at[shardOf(i)] = len(shards)
+			shards = append(shards, shardOf(i))
 		}
-		byShard[sh] = append(byShard[sh], i)
 	}
 	rng.Shuffle(len(shards), func(a, b int) { shards[a], shards[b] = shards[b], shards[a] })
-	out := seg[:0]
-	for k := 0; k < len(shards); k += window {
-		from := len(out)
-		for _, sh := range shards[k:min(k+window, len(shards))] {
-			out = append(out, byShard[sh]...)
-		}
-		block := out[from:]
-		rng.Shuffle(len(block), func(a, b int) { block[a], block[b] = block[b], block[a] })
+	for k, sh := range shards {
+		at[sh] = k
+	}
+	// A sample's key is its shard's place plus a uniform draw over the
+	// window; sorting by key is the order.
+	type keyed struct {
+		key float64
+		i   int
+	}
+	ks := make([]keyed, len(seg))
+	for n, i := range seg {
+		ks[n] = keyed{float64(at[shardOf(i)]) + rng.Float64()*float64(window), i}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int { return cmp.Compare(a.key, b.key) })
+	for n := range ks {
+		seg[n] = ks[n].i
 	}
 }
 
-// ShuffleWindow is how many shards a block of ShardShuffle may hold for
-// a budget of memory bytes: two blocks are held at once (one read, one
-// read ahead), each of shards of the average size. 0 where shards are not
+// ShuffleWindow is how many shards ShardShuffle keeps under way for a
+// budget of memory bytes: half of it, in shards of the average size; the
+// other half reads as many ahead. 0 where shards are not
 // read whole (ShardMemory 0): samples are read alone, in a uniform order.
 func (s *Shards) ShuffleWindow() int {
 	var total int64

@@ -3,22 +3,100 @@ package source_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
 	"github.com/tsock/tsock/producer/source/remote/s3test"
 )
 
+// streaming sets src's shard memory to 4 of the largest of the local
+// shards that spec names: enough to read each whole, too little to hold
+// more than 2 across an epoch's end (half the budget), as a dataset far
+// larger than the memory is read. It returns the budget.
+func streaming(tb testing.TB, src source.Source, spec string) int64 {
+	tb.Helper()
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(spec), "*.tar"))
+	var largest int64
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		largest = max(largest, st.Size())
+	}
+	src.(*source.Shards).ShardMemory(4 * largest)
+	return 4 * largest
+}
+
 // TestWholeShardsAreReadOncePerEpoch: shards in an object store, three
-// training epochs: each shard is one GET per epoch (after the index's one
-// stream each at open), its bytes once, not a ranged GET per sample; the
-// epochs are exact.
+// training epochs: each shard is one GET per epoch at most (after the
+// index's one stream each at open), not a ranged GET per sample; the
+// shards the next epoch begins with are kept across the epoch's end, not
+// read again; a dataset that fits half the shard memory is read once for
+// every epoch. The epochs are exact.
 func TestWholeShardsAreReadOncePerEpoch(t *testing.T) {
 	const n, perShard, epochs = 60, 10, 3
+	server := s3test.Start(t, "data")
+	dir := producertest.Folder(t, n, 3)
+	local := producertest.Shards(t, dir, perShard)
+	spec := uploadShards(t, server, "data", local)
+	proxy := s3test.StartProxy(t, server, func(int) s3test.Fault { return s3test.Pass })
+	shards, shardBytes := shardFiles(t, local)
+	for _, mode := range []string{"fits", "streaming", "cached"} {
+		opened, err := source.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := opened
+		switch mode {
+		case "streaming":
+			streaming(t, opened, local)
+		case "cached":
+			streaming(t, opened, local)
+			src = source.NewCache(opened, 1<<30)
+		}
+		fits := mode != "streaming"
+		atOpen := len(proxy.Log())
+		cfg := producertest.Config(src, 8, epochs, 2)
+		batches := producertest.Produce(t, cfg)
+		if err := (producertest.Stream{Good: producertest.All(n), Label: src.Label, BatchSize: 8, Epochs: epochs}).Check(batches); err != nil {
+			t.Fatal(err)
+		}
+		gets := proxy.Log()[atOpen:]
+		requests, bytes := opened.(*source.Shards).WholeReads()
+		// Fitting: each shard once. Streaming: each epoch reads each shard
+		// once at most, and the later ones all but the (up to 2) it began
+		// with, kept from the one before.
+		most, least := int64(shards), int64(shards)
+		if !fits {
+			most, least = int64(epochs*shards), int64(epochs*shards-2*(epochs-1))
+		}
+		kept, wasted := opened.(*source.Shards).Carried()
+		if !fits && (kept != 2*(epochs-1) || wasted != 0) {
+			t.Fatalf("streaming: %d shards found held by the later epochs' plans (want the 2 each begins with, read ahead or kept), %d read ahead in vain (want 0: no consumer joined)", kept, wasted)
+		}
+		if int64(len(gets)) != requests || requests < least || requests > most || (fits && bytes != shardBytes) {
+			t.Fatalf("%s: %d epochs of %d shards (%d bytes): %d requests (%d whole, %d bytes), want %d to %d; the proxy saw:\n%s",
+				mode, epochs, shards, shardBytes, len(gets), requests, bytes, least, most, strings.Join(gets, "\n"))
+		}
+		t.Logf("%s: %d requests, %d bytes for %d epochs of %d shards", mode, requests, bytes, epochs, shards)
+	}
+}
+
+// TestTheNextEpochBeginsReadAhead: once an epoch has asked for all its
+// shards, the shards the next is expected to begin with are read ahead
+// (or kept): the next epoch's first samples cost no request, so that no
+// epoch begins by waiting a store's first byte.
+func TestTheNextEpochBeginsReadAhead(t *testing.T) {
+	const n, perShard = 60, 10
 	server := s3test.Start(t, "data")
 	dir := producertest.Folder(t, n, 3)
 	local := producertest.Shards(t, dir, perShard)
@@ -28,24 +106,54 @@ func TestWholeShardsAreReadOncePerEpoch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, shardBytes := shardFiles(t, local)
-	atOpen := len(proxy.Log())
-	cfg := producertest.Config(src, 8, epochs, 2)
-	batches := producertest.Produce(t, cfg)
-	if err := (producertest.Stream{Good: producertest.All(n), Label: src.Label, BatchSize: 8, Epochs: epochs}).Check(batches); err != nil {
-		t.Fatal(err)
+	shards := src.(*source.Shards)
+	streaming(t, src, local)
+	// Shard after shard, so that the next epoch's first 20 samples are
+	// of its first 2 shards, what half the budget holds.
+	order := func(seed uint64) []int {
+		o := producertest.All(n)
+		source.ShardShuffle(rand.New(rand.NewPCG(seed, 1)), o, shards.Shard, 1)
+		return o
 	}
-	gets := proxy.Log()[atOpen:]
-	requests, bytes := src.(*source.Shards).WholeReads()
-	if len(gets) != epochs*shards || requests != int64(epochs*shards) || bytes != int64(epochs)*shardBytes {
-		t.Fatalf("%d epochs of %d shards (%d bytes): %d requests (%d whole, %d bytes); the proxy saw:\n%s",
-			epochs, shards, shardBytes, len(gets), requests, bytes, strings.Join(gets, "\n"))
+	first, second := order(1), order(2)
+	shards.PlanEpoch(first, second)
+	defer shards.PlanEpoch(nil, nil)
+	var scratch []byte
+	for _, i := range first {
+		if _, err := shards.Encoded(context.Background(), i, &scratch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { held, _, reading := shards.Held(); return held == 2 && reading == 0 }, "the next epoch's first 2 shards held")
+	before := len(proxy.Log())
+	shards.PlanEpoch(second, nil)
+	for _, i := range second[:2*perShard] {
+		if _, err := shards.Encoded(context.Background(), i, &scratch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := proxy.Log(); len(after) != before {
+		t.Fatalf("the next epoch's first samples were read when it began:\n%s", strings.Join(after[before:], "\n"))
 	}
 }
 
-// TestShardShuffleIsExactAndSpread: every sample once; the samples of
-// each block of window shards come together, in an order that mixes them
-// (not shard after shard), and the shards' order differs by seed.
+// waitFor waits until cond holds, failing the test after 10 s with what
+// was awaited.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestShardShuffleIsExactAndSpread: every sample once; a shard's samples
+// lie within the span of window+1 shards' worth of the order (what bounds
+// the memory it is held in), no more than window shards are under way
+// at any point, they end one after another, the order mixes them (not shard after shard), and the
+// shards' order differs by seed.
 func TestShardShuffleIsExactAndSpread(t *testing.T) {
 	const shards, per, window = 40, 25, 4
 	shardOf := func(i int) int { return i / per }
@@ -54,31 +162,54 @@ func TestShardShuffleIsExactAndSpread(t *testing.T) {
 	if !slices.Equal(slices.Sorted(slices.Values(seg)), producertest.All(shards*per)) {
 		t.Fatal("not every sample once")
 	}
-	block := window * per
-	runs := 0
-	for k := 0; k < len(seg); k += block {
-		held := map[int]bool{}
-		for _, i := range seg[k:min(k+block, len(seg))] {
-			held[shardOf(i)] = true
+	first, last := map[int]int{}, map[int]int{}
+	for pos, i := range seg {
+		if _, ok := first[shardOf(i)]; !ok {
+			first[shardOf(i)] = pos
 		}
-		if len(held) != window {
-			t.Fatalf("block %d holds %d shards, want %d", k/block, len(held), window)
+		last[shardOf(i)] = pos
+	}
+	for sh := range first {
+		if span := last[sh] - first[sh]; span > (window+1)*per {
+			t.Fatalf("shard %d spans %d positions, more than %d shards' worth", sh, span, window+1)
 		}
 	}
+	open, most := 0, 0
+	for pos, i := range seg {
+		if first[shardOf(i)] == pos {
+			open++
+		}
+		most = max(most, open)
+		if last[shardOf(i)] == pos {
+			open--
+		}
+	}
+	if most > window {
+		t.Fatalf("%d shards under way at once, window %d", most, window)
+	}
+	// Shards end one after another (each gives its memory back for the
+	// next read), not a window of them at once then none for a while.
+	ends := slices.Sorted(maps.Values(last))
+	for k := 1; k < len(ends); k++ {
+		if gap := ends[k] - ends[k-1]; gap > 2*per {
+			t.Fatalf("no shard ends for %d positions (after position %d): shards end in bursts", gap, ends[k-1])
+		}
+	}
+	runs := 0
 	for k := 1; k < len(seg); k++ {
 		if shardOf(seg[k]) == shardOf(seg[k-1]) {
 			runs++
 		}
 	}
-	// Shuffled among 4 shards, a neighbour is of the same shard about a
-	// quarter of the time; shard after shard, always.
+	// Spread over 4 shards' span, a neighbour is of the same shard about
+	// a quarter of the time; shard after shard, always.
 	if runs > len(seg)/2 {
-		t.Fatalf("%d of %d neighbours from one shard: the block is not shuffled", runs, len(seg))
+		t.Fatalf("%d of %d neighbours from one shard: not mixed", runs, len(seg))
 	}
 	other := producertest.All(shards * per)
 	source.ShardShuffle(rand.New(rand.NewPCG(3, 4)), other, shardOf, window)
-	if shardOf(other[0]) == shardOf(seg[0]) && shardOf(other[block]) == shardOf(seg[block]) {
-		t.Fatal("two seeds start with the same shards")
+	if slices.Equal(other, seg) || shardOf(other[0]) == shardOf(seg[0]) && shardOf(other[len(other)-1]) == shardOf(seg[len(seg)-1]) {
+		t.Fatal("two seeds give the same order of shards")
 	}
 }
 

@@ -43,9 +43,10 @@ type Shards struct {
 	memory       int64 // ShardMemory
 	bufs         *shardBufs
 
-	readerMu                  sync.Mutex
-	reader                    *shardReader // the planned epoch's, nil before any
-	wholeRequests, wholeBytes int64        // of readers gone
+	readerMu                   sync.Mutex
+	reader                     *shardReader // the planned epoch's, nil before any
+	wholeRequests, wholeBytes  int64        // of readers gone
+	carriedKept, carriedWasted int64        // likewise
 }
 
 // maxKeyBytes bounds a key as kept for messages: a PAX header may name a

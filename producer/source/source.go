@@ -40,11 +40,12 @@ type Rescanner interface {
 // Sharded is a source whose samples live in shards that are best read
 // whole (shardread.go): the producer orders each epoch shard by shard
 // (ShardShuffle over ShuffleWindow shards) and tells it each epoch's
-// order before making it.
+// order before making it, and how it expects the next to begin (nil: no
+// guess), so that the next epoch's first shards are read ahead.
 type Sharded interface {
 	Shard(i int) int
 	ShuffleWindow() int
-	PlanEpoch(order []int)
+	PlanEpoch(order, next []int)
 }
 
 // Remote is a source in an object store.
