@@ -6,6 +6,7 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -88,6 +89,9 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	if err := checkMountpoint(dir); err != nil {
 		return nil, err
 	}
+	if err := checkDevFuse(); err != nil {
+		return nil, err
+	}
 	fsys := &fileSystem{store: store, opts: opts, path: &dataPath{backing: opts.Backing}, ready: make(chan struct{})}
 	zero, attr := time.Duration(0), time.Second
 	mo := fuse.MountOptions{
@@ -153,7 +157,7 @@ func (m *Mounted) SharedPath() string {
 		}
 		return fmt.Sprintf("passthrough from %s (reads and mmaps never enter the daemon)", p.backing)
 	}
-	return fmt.Sprintf("daemon reads (1 MiB requests, keep-cache) from %s; passthrough off: %s", p.backing, p.reason)
+	return fmt.Sprintf("daemon reads from %s (1 MiB requests, keep-cache); passthrough off: %s", p.backing, p.reason)
 }
 
 // IngestPath says how writes into ingest/ are served: always by the
@@ -218,6 +222,38 @@ func (m *Mounted) Unmount() error {
 
 // checkMountpoint refuses a missing directory, a file, and a directory
 // that already has something mounted on it (a stale FUSE mount included).
+// CheckMountable says, before anything slow (indexing a dataset), why a
+// mount at dir would fail: the mountpoint, or /dev/fuse for a user
+// without root.
+func CheckMountable(dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if err := checkMountpoint(dir); err != nil {
+		return err
+	}
+	return checkDevFuse()
+}
+
+// checkDevFuse: a user without root mounts through fusermount3, which
+// must open /dev/fuse as that user. Its own failure is an exit code; this
+// says what to change.
+func checkDevFuse() error {
+	if os.Geteuid() == 0 {
+		return nil
+	}
+	if err := unix.Access("/dev/fuse", unix.R_OK|unix.W_OK); err != nil {
+		return fmt.Errorf("/dev/fuse is not openable by uid %d (%v): without root, tsock mounts only where /dev/fuse is (most distributions ship it mode 0666; an administrator's `chmod 0666 /dev/fuse` does it)", os.Geteuid(), err)
+	}
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		if _, err2 := exec.LookPath("fusermount"); err2 != nil {
+			return fmt.Errorf("without root, tsock mounts through fusermount3 (Debian's fuse3), which is not on the PATH: %w", err)
+		}
+	}
+	return nil
+}
+
 func checkMountpoint(dir string) error {
 	st, err := os.Stat(dir)
 	if err != nil {

@@ -38,6 +38,8 @@
 #    scripts/bench_sweep.sh
 # 11. ImageNet's size (1,281,167 files; 1,282 shards): mount time and
 #    daemon RSS after the mount and after 3 epochs: scripts/bench_scale.sh
+# 12. Without root: read GB/s as a user without root (daemon reads)
+#    against root's (passthrough): scripts/bench_nonroot.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec 3>&1 1>&2 # the table alone on standard output; progress on standard error
@@ -316,3 +318,6 @@ scripts/bench_sweep.sh 1000 "$runs" >&3
 
 # 11. ImageNet's size: its own table (see the script).
 scripts/bench_scale.sh 3 "$runs" >&3
+
+# 12. Without root: its own table (see the script).
+scripts/bench_nonroot.sh "$runs" >&3

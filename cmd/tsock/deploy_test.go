@@ -61,8 +61,8 @@ func TestDeployFilesParse(t *testing.T) {
 	}{
 		{"../../scripts/deploy/kubernetes/tsock-daemonset.yaml", regexp.MustCompile(`(?s)exec (tsock mount .*?)\n\s+env:`), strings.NewReplacer("\n", " ")},
 		// Its default TSOCK_ARGS and a --cache as "auto" sizes it.
-		{"../../scripts/deploy/slurm/sweep.sbatch", regexp.MustCompile(`\t(tsock mount "\$2" .*?) &\n`),
-			strings.NewReplacer(`"$2"`, "/mnt/tsock", `"$3"`, "'s3://datasets/train-{000..009}.tar'",
+		{"../../scripts/deploy/slurm/sweep.sbatch", regexp.MustCompile(`\t(tsock mount "\$m" .*?) &\n`),
+			strings.NewReplacer(`"$m"`, "/mnt/tsock", `"$3"`, "'s3://datasets/train-{000..009}.tar'",
 				"$flags", "--cache 1GiB --cache-dir "+os.TempDir(), "$4", sbatchDefault(t, "TSOCK_ARGS"))},
 	} {
 		data, err := os.ReadFile(tc.file)

@@ -83,10 +83,14 @@ func TestBadFlagsExit2WithUsage(t *testing.T) {
 	}
 }
 
+// TestHelpExits0: help asked for is on stdout (tsock mount --help | less),
+// exit 0.
 func TestHelpExits0(t *testing.T) {
-	code, out := runCLI(t, "mount", "--help")
-	if code != exitOK || !strings.Contains(out, "--batch-size") {
-		t.Fatalf("exit %d, %q", code, out)
+	for _, args := range [][]string{{"mount", "--help"}, {"--help"}, {"status", "-h"}} {
+		stdout, stderr, code := tsockRun(context.Background(), args...)
+		if code != exitOK || !strings.Contains(stdout, "usage: tsock") || stderr != "" {
+			t.Fatalf("tsock %v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
 	}
 }
 

@@ -65,11 +65,12 @@ func main() {
 // run executes one command line and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, nil)))
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, mainUsage)
-		if len(args) == 0 {
-			return exitUsage
-		}
+		return exitUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, mainUsage) // asked for: a pager or grep reads it
 		return exitOK
 	}
 	if args[0] == "--version" {
@@ -96,17 +97,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cerr := cmd.Close(); err == nil {
 		err = cerr
 	}
-	return exitCode(err, cmd, stderr)
+	return exitCode(err, cmd, stdout, stderr)
 }
 
-// exitCode reports err and picks the exit code for it.
-func exitCode(err error, cmd command, stderr io.Writer) int {
+// exitCode reports err and picks the exit code for it. Help asked for
+// goes to stdout; usage after a mistake, to stderr.
+func exitCode(err error, cmd command, stdout, stderr io.Writer) int {
 	var ue usageError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, errHelp):
-		fmt.Fprint(stderr, cmd.Usage())
+		fmt.Fprint(stdout, cmd.Usage())
 		return exitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "tsock: %v\n\n%s", err, cmd.Usage())

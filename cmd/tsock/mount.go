@@ -363,6 +363,11 @@ func (c *mountCommand) watchIdle(ctx context.Context, idle chan<- struct{}) {
 
 // setUp opens the source and wires store, storage, producer and mount.
 func (c *mountCommand) setUp(ctx context.Context) error {
+	// Fail in a second, not after indexing a dataset (a Slurm job holds
+	// its nodes meanwhile).
+	if err := fs.CheckMountable(c.mountpoint); err != nil {
+		return err
+	}
 	limit := c.buffer
 	if c.ingestMode {
 		return c.setUpIngest(limit)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The Slurm recipe on a real Slurm: Debian's munge and slurm-wlm, one node
-# on this machine (munged, slurmctld and slurmd started here, in a work
-# folder, on ports of their own; stopped by PID at the end). Run as root
+# The Slurm recipe on a real Slurm: Debian's munge and slurm-wlm, two
+# nodes on this machine (munged, slurmctld and a slurmd per node started
+# here, in a work folder, on ports of their own; stopped by PID at the
+# end). Run as root
 # (scripts/test.sh does). It submits sweep.sbatch as a user would and
 # checks: the job ends COMPLETED within seconds of its trials; every trial
 # ran as its own consumer and read exact epochs; no mount and no
@@ -44,13 +45,12 @@ SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket=$work/munge/sock
 StateSaveLocation=$work/state
-SlurmdSpoolDir=$work/spool
+SlurmdSpoolDir=$work/spool/%n
 SlurmctldPidFile=$work/slurmctld.pid
-SlurmdPidFile=$work/slurmd.pid
+SlurmdPidFile=$work/slurmd-%n.pid
 SlurmctldPort=$port
-SlurmdPort=$((port + 1))
 SlurmctldLogFile=$work/slurmctld.log
-SlurmdLogFile=$work/slurmd.log
+SlurmdLogFile=$work/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -60,17 +60,19 @@ KillWait=5
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 MpiDefault=none
-NodeName=$host CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
+NodeName=n1 NodeHostname=$host Port=$((port + 1)) CPUs=$(nproc) RealMemory=$((mem / 2)) State=UNKNOWN
+NodeName=n2 NodeHostname=$host Port=$((port + 2)) CPUs=$(nproc) RealMemory=$((mem / 2)) State=UNKNOWN
 PartitionName=cpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CONF
-mkdir -p "$work/state" "$work/spool"
+mkdir -p "$work/state" "$work/spool/n1" "$work/spool/n2"
 export SLURM_CONF="$work/slurm.conf"
 /usr/sbin/slurmctld -f "$SLURM_CONF"
-/usr/sbin/slurmd -f "$SLURM_CONF"
-for _ in $(seq 100); do [[ -s $work/slurmctld.pid && -s $work/slurmd.pid ]] && break; sleep 0.1; done
-pids+=("$(cat "$work/slurmctld.pid")" "$(cat "$work/slurmd.pid")")
-for _ in $(seq 100); do sinfo -h -o %t 2>/dev/null | grep -q idle && break; sleep 0.2; done
-sinfo -h -o %t | grep -q idle || fail "the node is not idle: $(sinfo 2>&1)"
+/usr/sbin/slurmd -f "$SLURM_CONF" -N n1
+/usr/sbin/slurmd -f "$SLURM_CONF" -N n2
+for _ in $(seq 100); do [[ -s $work/slurmctld.pid && -s $work/slurmd-n1.pid && -s $work/slurmd-n2.pid ]] && break; sleep 0.1; done
+pids+=("$(cat "$work/slurmctld.pid")" "$(cat "$work/slurmd-n1.pid")" "$(cat "$work/slurmd-n2.pid")")
+for _ in $(seq 100); do [[ $(sinfo -h -N -o %t 2>/dev/null | grep -c idle) == 2 ]] && break; sleep 0.2; done
+[[ $(sinfo -h -N -o %t | grep -c idle) == 2 ]] || fail "the two nodes are not idle: $(sinfo -N 2>&1)"
 
 # What a user puts in the submit directory: train.py reads two epochs
 # of its consumer and writes what it saw; sweep.py gives a rate.
@@ -103,7 +105,8 @@ while len(epochs) < 3:  # two whole epochs: stop at the third's first batch
     j += 1
 os.rmdir(d)
 with open(f"result-{a.consumer}.json", "w") as f:
-    json.dump({"lr": a.lr, "epochs": [sorted(epochs[e]) for e in sorted(epochs)[:2]]}, f)
+    json.dump({"lr": a.lr, "node": os.environ["SLURMD_NODENAME"], "mount": a.data,
+               "epochs": [sorted(epochs[e]) for e in sorted(epochs)[:2]]}, f)
 PY
 
 state() { scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
@@ -115,15 +118,15 @@ wait_done() { # JOB: until it is over
 	fail "job $1 still $(state "$1") after 120 s"
 }
 no_leftovers() { # JOB
-	grep -q " /dev/shm/tsock-$1 " /proc/mounts && fail "job $1 left its mount"
-	[[ ! -e /dev/shm/tsock-$1 ]] || fail "job $1 left its mountpoint /dev/shm/tsock-$1"
+	grep -q " /dev/shm/tsock-$1\." /proc/mounts && fail "job $1 left a mount: $(grep " /dev/shm/tsock-$1\." /proc/mounts)"
+	! compgen -G "/dev/shm/tsock-$1.*" >/dev/null || fail "job $1 left a mountpoint: $(compgen -G "/dev/shm/tsock-$1.*")"
 }
 
-# 1. A sweep of 2 trials on the node, CPU only, no cache.
+# 1. A sweep over the 2 nodes, 2 trials on each, CPU only, no cache.
 cd "$work/submit"
 start=$(date +%s.%N)
 job=$(SOURCE=synthetic:40 TRIALS_PER_NODE=2 TRIAL_GPUS=0 TSOCK_CACHE=0 TSOCK_ARGS="--batch-size 8 --buffer 4MiB --image-size 8" \
-	sbatch --parsable --output="$work/sweep-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
+	sbatch --parsable --nodes=2 --output="$work/sweep-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
 wait_done "$job"
 end=$(date +%s.%N)
 [[ $(state "$job") == COMPLETED ]] || fail "sweep job $job ended $(state "$job"):
@@ -133,21 +136,24 @@ no_leftovers "$job"
 if grep -E "srun: error|Killed|terminated" "$work/sweep-$job.out"; then
 	fail "a step of job $job did not end cleanly"
 fi
-for k in 0 1; do
+for k in 0 1 2 3; do
 	[[ -s result-trial-$k.json ]] || fail "trial $k wrote nothing:
 $(cat "$work/sweep-$job.out")"
 	python3 - "result-trial-$k.json" <<'PY' || fail "trial $k's epochs are not exact"
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert len(r["epochs"]) == 2 and all(e == list(range(40)) for e in r["epochs"]), r
+assert r["mount"].endswith("." + r["node"]), r  # its own node's mount
 PY
 done
-echo "slurm test: sweep job $job COMPLETED in $(awk "BEGIN { printf \"%.1f\", $end - $start }") s, 2 trials of exact epochs, no mount left"
+per_node=$(python3 -c 'import json, sys; print(" ".join(sorted(json.load(open(f))["node"] for f in sys.argv[1:])))' result-trial-*.json)
+[[ $per_node == "n1 n1 n2 n2" ]] || fail "trials ran on nodes $per_node, want 2 on each of n1 and n2"
+echo "slurm test: sweep job $job over 2 nodes COMPLETED in $(awk "BEGIN { printf \"%.1f\", $end - $start }") s, 4 trials (2 a node, each on its node's mount) of exact epochs, no mount left"
 
 # 2. A tsock that cannot start fails the job at once, with its message.
 start=$(date +%s.%N)
 job=$(SOURCE=/nonexistent TRIALS_PER_NODE=1 TRIAL_GPUS=0 TSOCK_CACHE=0 \
-	sbatch --parsable --output="$work/bad-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
+	sbatch --parsable --nodes=2 --output="$work/bad-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
 wait_done "$job"
 end=$(date +%s.%N)
 [[ $(state "$job") == FAILED ]] || fail "a bad source: job $job ended $(state "$job")"
@@ -162,11 +168,11 @@ import time
 time.sleep(600)
 PY
 job=$(SOURCE=synthetic:40 TRIALS_PER_NODE=1 TRIAL_GPUS=0 TSOCK_CACHE=0 TSOCK_ARGS="--batch-size 8 --buffer 4MiB --image-size 8" \
-	sbatch --parsable --output="$work/cancel-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
-for _ in $(seq 300); do grep -q " /dev/shm/tsock-$job " /proc/mounts && break; sleep 0.1; done
-grep -q " /dev/shm/tsock-$job " /proc/mounts || fail "job $job never mounted: $(cat "$work/cancel-$job.out")"
+	sbatch --parsable --nodes=2 --output="$work/cancel-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
+for _ in $(seq 300); do [[ $(grep -c " /dev/shm/tsock-$job\." /proc/mounts) == 2 ]] && break; sleep 0.1; done
+[[ $(grep -c " /dev/shm/tsock-$job\." /proc/mounts) == 2 ]] || fail "job $job never mounted on both nodes: $(cat "$work/cancel-$job.out")"
 scancel "$job"
 wait_done "$job"
-for _ in $(seq 100); do [[ -e /dev/shm/tsock-$job ]] || break; sleep 0.1; done
+for _ in $(seq 100); do compgen -G "/dev/shm/tsock-$job.*" >/dev/null || break; sleep 0.1; done
 no_leftovers "$job"
 echo "slurm test: scancel: job $job $(state "$job"), no mount, no mountpoint left"

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/fs/fusetest"
+	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
+)
+
+// TestWithoutRoot: a user who is not root mounts through fusermount3
+// (setuid root, Debian's fuse3) where /dev/fuse is openable by all, as
+// shared GPU boxes and HPC nodes make it. Passthrough needs CAP_SYS_ADMIN,
+// so reads are served by the daemon, and status says so; two consumers
+// read exact epochs, the same bytes; `fusermount3 -u` unmounts and tsock
+// exits 0, leaving no mount. Where /dev/fuse is not openable, the mount
+// exits 1 at once saying so.
+func TestWithoutRoot(t *testing.T) {
+	fusetest.Need(t) // root sets the stage: /dev/fuse's mode, a user's directories
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		t.Fatal("fusermount3 (Debian's fuse3, scripts/setup.sh installs it): ", err)
+	}
+	setDevFuse(t, 0o600)
+	base := t.TempDir()
+	reachable(t, base)
+	mnt, out1, out2 := filepath.Join(base, "mnt"), filepath.Join(base, "out1"), filepath.Join(base, "out2")
+	for _, d := range []string{mnt, out1, out2} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, self := copyExecutable(t, tsockBinary(t), base), copyExecutable(t, os.Args[0], base)
+
+	refused := exec.Command(bin, "mount", mnt, "--source", "synthetic:40")
+	refused.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	refused.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
+	out, err := refused.CombinedOutput()
+	if code := refused.ProcessState.ExitCode(); code != exitError || !strings.Contains(string(out), "/dev/fuse is not openable by uid 65534") {
+		t.Fatalf("mount as uid %d, /dev/fuse 0600: exit %d (%v), %q; want exit %d naming /dev/fuse", nobody, code, err, out, exitError)
+	}
+
+	setDevFuse(t, 0o666)
+	cmd := exec.Command(bin, "mount", mnt, "--source", "synthetic:40", "--batch-size", "8", "--image-size", "16", "--epochs", "2")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
+	stderr := &bytes.Buffer{}
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		ready <- line
+		io.Copy(io.Discard, stdout)
+	}()
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+		}
+		syscall.Unmount(mnt, syscall.MNT_DETACH) // only if the daemon failed to
+	})
+	select {
+	case line := <-ready:
+		if !strings.HasPrefix(line, "tsock: mounted ") {
+			t.Fatalf("no ready line as uid %d: %q\nstderr: %s", nobody, line, stderr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("not ready in 60 s as uid %d; stderr: %s", nobody, stderr)
+	}
+
+	// Two consumers, as the same user (the mount is its owner's alone).
+	var readers []*exec.Cmd
+	for name, out := range map[string]string{"trial-1": out1, "trial-2": out2} {
+		r := exec.Command(self, "-test.run=^$")
+		r.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		r.Env = []string{"TSOCK_TEST_CONSUMER=" + filepath.Join(mnt, "consumers", name), "TSOCK_TEST_OUT=" + out, "TSOCK_TEST_JOIN=1"}
+		r.Stderr = os.Stderr
+		if err := r.Start(); err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers, r)
+	}
+	for _, r := range readers {
+		if err := r.Wait(); err != nil {
+			t.Fatalf("a consumer as uid %d: %v", nobody, err)
+		}
+	}
+	src, err := source.Open("synthetic:40")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := producertest.Stream{Good: producertest.All(40), Label: src.Label, BatchSize: 8, Epochs: 2}
+	b1, raw1 := readCopies(t, out1)
+	b2, raw2 := readCopies(t, out2)
+	for _, batches := range [][]*batchfile.Batch{b1, b2} {
+		if err := want.Check(batches); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(raw1) != len(raw2) {
+		t.Fatalf("the two consumers read %d and %d batches", len(raw1), len(raw2))
+	}
+	for k := range raw1 {
+		if !bytes.Equal(raw1[k], raw2[k]) {
+			t.Fatalf("batch %d differs between the two consumers", k)
+		}
+	}
+
+	// Which read path is live: the mount's status file, and tsock status.
+	status, ok := asUser(t, nobody, base, "cat mnt/status && "+bin+" status mnt")
+	for _, line := range []string{
+		"data path: daemon reads from memfd (1 MiB requests, keep-cache); passthrough off: kernel refused a backing file",
+		"data path daemon reads from memfd\n",
+	} {
+		if !ok || !strings.Contains(status, line) {
+			t.Errorf("status as uid %d lacks %q:\n%s", nobody, line, status)
+		}
+	}
+
+	if out, ok := asUser(t, nobody, base, "fusermount3 -u mnt"); !ok {
+		t.Fatalf("fusermount3 -u as uid %d: %s", nobody, out)
+	}
+	select {
+	case err := <-done:
+		done <- err
+		if err != nil {
+			t.Fatalf("tsock after fusermount3 -u: %v\nstderr: %s", err, stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("tsock did not exit in 30 s after fusermount3 -u")
+	}
+	if fusetest.Mounted(t, mnt) {
+		t.Fatal("mount left behind after fusermount3 -u")
+	}
+}
+
+// setDevFuse sets /dev/fuse's mode for the test (0666: openable by every
+// user, as an administrator makes it for users without root) and
+// restores the mode it had at the end.
+func setDevFuse(t *testing.T, mode os.FileMode) {
+	t.Helper()
+	st, err := os.Stat("/dev/fuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod("/dev/fuse", mode); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.Chmod("/dev/fuse", st.Mode().Perm()); err != nil {
+			t.Errorf("restore /dev/fuse's mode %v: %v", st.Mode().Perm(), err)
+		}
+	})
+}
+
+// copyExecutable copies the program at path into dir, where every user
+// may run it (a build's own directories are root's alone).
+func copyExecutable(t *testing.T, path, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(dir, filepath.Base(path))
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
