@@ -62,7 +62,8 @@ for delay in ("0", "30", "100"):
             runs_.setdefault(r[2], []).append(r)
     folder = runs_.get("folder", [])
     for mode, label in (("whole", "whole shards, shard memory of 12 shards"), ("whole-fits", "whole shards, the dataset within the default shard memory"),
-                        ("per-sample", "a ranged GET per sample"), ("whole-cache", "whole shards (12 shards' memory), --cache")):
+                        ("per-sample", "a ranged GET per sample"), ("whole-cache", "whole shards (12 shards' memory), --cache"),
+                        ("whole-indexed", "whole shards (12 shards' memory), --shard-index written by an earlier mount")):
         rs = runs_.get(mode, [])
         if not rs or len(rs) != len(folder):
             continue

@@ -4,7 +4,11 @@
 # tiny shard: the set is made in seconds; its images decode in
 # microseconds, so what is measured is tsock's per-sample cost, not the
 # pipeline's). For each: the mount's time to ready, the daemon's RSS after
-# the mount and after EPOCHS epochs read by one consumer, and its peak.
+# the mount and after EPOCHS epochs read by one consumer, and its peak;
+# after the epochs also the RSS beside the batches the daemon maps
+# (VmRSS - RssShmem: what --buffer bounds). Shards run twice: with the
+# default --shard-memory (512MiB, held in the daemon's own anonymous
+# maps) and with 64MiB.
 # Prints markdown table rows (medians of RUNS runs, min-max).
 #
 #   scripts/bench_scale.sh [EPOCHS] [RUNS]     default 3 epochs, 3 runs
@@ -48,14 +52,16 @@ for s in range(1282):
 print(f"{n} files in 1000 classes, 1282 shards of 1000", file=sys.stderr)
 PY
 rss() { awk '/^VmRSS:/ { print $2 * 1024 }' "/proc/$daemon/status"; }
+shm() { awk '/^RssShmem:/ { print $2 * 1024 }' "/proc/$daemon/status"; }
 hwm() { awk '/^VmHWM:/ { print $2 * 1024 }' "/proc/$daemon/status"; }
 for run in $(seq "$runs"); do
-	for kind in folder shards; do
-		src="$work/folder"
-		[[ $kind == shards ]] && src="$work/shards/train-{000000..001281}.tar"
+	for kind in folder shards shards-64; do
+		src="$work/folder" more=()
+		[[ $kind == shards* ]] && src="$work/shards/train-{000000..001281}.tar"
+		[[ $kind == shards-64 ]] && more=(--shard-memory 64MiB)
 		echo "== $kind, run $run of $runs"
 		start=$(date +%s.%N)
-		mount_bg --source "$src" --image-size 8 --batch-size 1024 --epochs "$epochs" --buffer 64MiB --workers "$(nproc)" >/dev/null
+		mount_bg --source "$src" --image-size 8 --batch-size 1024 --epochs "$epochs" --buffer 64MiB --workers "$(nproc)" "${more[@]}" >/dev/null
 		ready=$(date +%s.%N)
 		after_mount=$(rss)
 		"$py" - "$mnt" <<'PY'
@@ -72,7 +78,7 @@ while True:
     j += 1
 print(f"{j} batches", file=sys.stderr)
 PY
-		echo "scale $kind $(awk "BEGIN { print $ready - $start }") $after_mount $(rss) $(hwm)" >>"$work/results.txt"
+		echo "scale $kind $(awk "BEGIN { print $ready - $start }") $after_mount $(rss) $(hwm) $(($(rss) - $(shm)))" >>"$work/results.txt"
 		kill -TERM "$daemon"
 		wait "$daemon" || true
 		daemon=
@@ -84,11 +90,13 @@ sys.path.insert(0, "scripts/python")
 from benchtable import header, med, spread
 path, epochs = sys.argv[1:3]
 rows = [line.split() for line in open(path)]
-print(header(f"\n### ImageNet's size: medians of {len(rows) // 2} runs (min-max)"))
-for kind, label in (("folder", "a folder of 1,281,167 files"), ("shards", "1,282 local tar shards of 1,000")):
+print(header(f"\n### ImageNet's size: medians of {len(rows) // 3} runs (min-max)"))
+for kind, label in (("folder", "a folder of 1,281,167 files"), ("shards", "1,282 local tar shards of 1,000"),
+                    ("shards-64", "1,282 local tar shards of 1,000, --shard-memory 64MiB")):
     rs = [r for r in rows if r[1] == kind]
     col = lambda k, scale=1: [float(r[k]) / scale for r in rs]
     print(f"| {label}: mount to ready, s | {med(col(2)):.1f} ({spread(col(2), '.1f')}) | | |")
     print(f"| {label}: daemon RSS after the mount, MiB | {med(col(3, 2**20)):.0f} ({spread(col(3, 2**20), '.0f')}) | | |")
     print(f"| {label}: daemon RSS after {epochs} epochs, MiB | {med(col(4, 2**20)):.0f} ({spread(col(4, 2**20), '.0f')}) | peak {med(col(5, 2**20)):.0f} | |")
+    print(f"| {label}: daemon RSS after {epochs} epochs beside the batches it maps (VmRSS - RssShmem), MiB | {med(col(6, 2**20)):.0f} ({spread(col(6, 2**20), '.0f')}) | | |")
 PY

@@ -11,7 +11,7 @@ import (
 )
 
 // fuzzedFlags are the flags FuzzMountFlags gives values to.
-var fuzzedFlags = []string{"batch-size", "image-size", "epochs", "buffer", "cache", "shard-memory", "workers", "seed", "layout",
+var fuzzedFlags = []string{"batch-size", "image-size", "epochs", "buffer", "cache", "shard-memory", "shard-index", "workers", "seed", "layout",
 	"transform", "consumer-timeout", "straggler", "decoder", "join", "storage", "passthrough", "device",
 	"gpu-buffer", "samples", "order", "gpu-slab", "source", "keep", "fetch"}
 

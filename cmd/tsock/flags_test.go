@@ -46,6 +46,8 @@ func TestBadFlagsExit2WithUsage(t *testing.T) {
 		{[]string{"mount", mp, "--source", mp, "--cache", "lots"}, `--cache "lots"`},
 		{[]string{"mount", mp, "--source", "synthetic:10", "--cache", "1GiB"}, "no files to cache"},
 		{[]string{"mount", mp, "--source", mp, "--cache-dir", mp}, "needs --cache"},
+		{[]string{"mount", mp, "--source", mp, "--shard-index", mp + "/idx"}, "--shard-index " + mp + "/idx: for tar shards only"},
+		{[]string{"mount", mp, "--source", mp + "/x.tar", "--shard-index", mp + "/nowhere/idx"}, "its directory does not exist"},
 		{[]string{"mount", mp, "--source", "synthetic:10", "--rescan"}, "--rescan: only a local folder"},
 		{[]string{"mount", mp, "--source", mp, "--keep", "1GiB"}, "only --transform eval"},
 		{[]string{"mount", mp, "--source", mp, "--transform", "eval", "--keep", "lots"}, `--keep "lots"`},

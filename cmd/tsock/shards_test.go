@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source/remote/s3test"
@@ -112,4 +113,49 @@ func TestMountServesShardsFromS3(t *testing.T) {
 	if fusetest.Mounted(t, mp) {
 		t.Fatal("a failed mount left a mount behind")
 	}
+}
+
+// TestMountReadsTheShardIndexFile: two mounts, one after the other, of
+// shards in S3 with --shard-index: the first indexes them (reading every
+// byte) and writes the file, so that its epoch reads the shards twice in
+// all; the second reads the file, a HEAD a shard, and its epoch reads the
+// shards' bytes once.
+func TestMountReadsTheShardIndexFile(t *testing.T) {
+	server := s3test.Start(t, "data")
+	dir := producertest.Folder(t, 20, 2)
+	local := producertest.Shards(t, dir, 8)
+	if err := os.CopyFS(filepath.Join(server.Root, "data", "train"), os.DirFS(filepath.Dir(local))); err != nil {
+		t.Fatal(err)
+	}
+	_, shardBytes := producertest.ShardFiles(t, local)
+	index := filepath.Join(t.TempDir(), "train.idx")
+	for k, want := range []int64{2 * shardBytes, shardBytes} {
+		d := startDaemon(t, "--source", "s3://data/train/shard-{000..002}.tar", "--s3-endpoint", server.Endpoint,
+			"--batch-size", "6", "--image-size", "16", "--epochs", "1", "--shard-index", index)
+		reader, out := consume(t, d, "c")
+		if err := reader.Wait(); err != nil {
+			t.Fatalf("consumer: %v", err)
+		}
+		batches, _ := readCopies(t, out)
+		if n := countSamples(batches); n != 20 {
+			t.Fatalf("mount %d: %d samples, want 20", k+1, n)
+		}
+		var doc statusDoc
+		if err := json.Unmarshal([]byte(readFile(t, filepath.Join(d.dir, "status.json"))), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Remote == nil || doc.Remote.Bytes != want || doc.Remote.Requests != 6 {
+			t.Fatalf("mount %d: remote %+v, want %d bytes (the shards are %d) in 6 requests", k+1, doc.Remote, want, shardBytes)
+		}
+		d.stop(t)
+	}
+}
+
+// countSamples is how many samples batches hold.
+func countSamples(batches []*batchfile.Batch) int {
+	n := 0
+	for _, b := range batches {
+		n += len(b.Indices)
+	}
+	return n
 }

@@ -102,6 +102,21 @@ func hugePNGHeader() []byte {
 	return b
 }
 
+// ShardFiles counts the shards next to a local shard spec (as Shards
+// returns), and their bytes.
+func ShardFiles(tb testing.TB, spec string) (n int, bytes int64) {
+	tb.Helper()
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(spec), "*.tar"))
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		bytes += st.Size()
+	}
+	return len(files), bytes
+}
+
 // Shards writes the samples of ImageFolder dir, in its order, as
 // WebDataset tar shards of perShard samples each (KEY.jpg and KEY.cls,
 // KEY the sample's index) in a new temp dir, and returns a brace spec

@@ -77,19 +77,6 @@ func benchShards(b *testing.B) (dir string, server *s3test.Server, local, spec s
 	return dir, server, local, "s3://bench/shards/" + filepath.Base(local)
 }
 
-// shardFiles counts the shards next to a local shard spec, and their bytes.
-func shardFiles(tb testing.TB, spec string) (n int, bytes int64) {
-	files, _ := filepath.Glob(filepath.Join(filepath.Dir(spec), "*.tar"))
-	for _, f := range files {
-		st, err := os.Stat(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		bytes += st.Size()
-	}
-	return len(files), bytes
-}
-
 // BenchmarkRemoteEpochs: the images of TSOCK_BENCH_DIR (an ImageFolder)
 // as a local folder, then as WebDataset shards of 100 in versitygw on
 // loopback, without and with the cache, one after the other in each
@@ -157,15 +144,21 @@ func BenchmarkRemoteOpen(b *testing.B) {
 // GB is for the default 512 MiB; sized as docs/object-storage.md says for
 // 100 ms at this rate), the same with the default shard memory
 // (this dataset fits it: read once), a ranged GET per sample (--fetch 64,
-// as before shards were read whole), and whole shards (12 shards' memory)
-// with --cache. Three epochs each; per row: images/s of the first epoch
-// and of the later two, requests and bytes per epoch, and the bytes of
-// the index at open and the first epoch together.
+// as before shards were read whole), whole shards (12 shards' memory)
+// with --cache, and whole shards (12 shards' memory) opened with the
+// index file an earlier open wrote (--shard-index). Three epochs each;
+// per row: images/s of the first epoch and of the later two, requests and
+// bytes per epoch, and the bytes of the open (its index) and the first
+// epoch together.
 func BenchmarkRemoteLatency(b *testing.B) {
 	dir, server, local, spec := benchShards(b)
-	files, shardBytes := shardFiles(b, local)
+	files, shardBytes := producertest.ShardFiles(b, local)
 	proxy := s3test.StartProxy(b, server, func(int) s3test.Fault { return s3test.Pass })
 	const epochs = 3
+	index := filepath.Join(b.TempDir(), "train.idx")
+	if _, err := source.OpenWith(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint), ShardIndex: index}); err != nil {
+		b.Fatal(err) // the earlier mount that wrote it
+	}
 	for b.Loop() {
 		for _, delay := range []time.Duration{0, 30 * time.Millisecond, 100 * time.Millisecond} {
 			folder, err := source.Open(dir)
@@ -174,9 +167,13 @@ func BenchmarkRemoteLatency(b *testing.B) {
 			}
 			f1, fl := epochRates(b, folder, epochs, 0)
 			fmt.Printf("remote-latency %d folder %.0f %.0f 0 0 %d %d 0\n", delay.Milliseconds(), f1, fl, files, shardBytes)
-			for _, mode := range []string{"whole", "whole-fits", "per-sample", "whole-cache"} {
+			for _, mode := range []string{"whole", "whole-fits", "per-sample", "whole-cache", "whole-indexed"} {
 				proxy.Delay.Store(0)
-				opened, err := source.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
+				opts := source.Options{S3: s3Config(proxy.Endpoint)}
+				if mode == "whole-indexed" {
+					opts.ShardIndex = index
+				}
+				opened, err := source.OpenWith(context.Background(), spec, opts)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -185,7 +182,7 @@ func BenchmarkRemoteLatency(b *testing.B) {
 				indexBytes := st.Bytes.Load()
 				var src source.Source = shards
 				switch mode {
-				case "whole":
+				case "whole", "whole-indexed":
 					shards.ShardMemory(12 * shardBytes / int64(files))
 				case "per-sample":
 					shards.ShardMemory(0)

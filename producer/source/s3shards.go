@@ -51,12 +51,12 @@ type s3Shards struct {
 // with braces and globs) names: each shard is read once, whole, as one
 // stream, 16 at a time; each image is then one ranged GET. ctx bounds
 // the indexing; each read takes its own.
-func OpenS3Shards(ctx context.Context, spec string, store *remote.Store) (*Shards, error) {
+func OpenS3Shards(ctx context.Context, spec string, store *remote.Store, indexPath string) (*Shards, error) {
 	bucket, keys, err := ParseS3Spec(spec)
 	if err != nil {
 		return nil, err
 	}
-	return openShards(ctx, spec, keys, s3Shards{store: store, bucket: bucket})
+	return openShards(ctx, spec, keys, s3Shards{store: store, bucket: bucket}, indexPath)
 }
 
 // s3IndexParallel is how many shards are indexed at once: the network,
@@ -86,6 +86,12 @@ func (f s3Shards) glob(ctx context.Context, pattern string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// version is the object's ETag and size now: one HEAD.
+func (f s3Shards) version(ctx context.Context, key string) (string, int64, error) {
+	obj, err := f.store.Stat(ctx, f.bucket, key)
+	return obj.ETag, obj.Size, err
 }
 
 // index streams the shard once. A stream that breaks off is read again

@@ -36,6 +36,17 @@ func streaming(tb testing.TB, src source.Source, spec string) int64 {
 	return 4 * largest
 }
 
+// s3Shards puts n samples of 3 classes as shards of perShard into a
+// real S3 server behind a proxy that passes everything: the server, the
+// local shards' spec, their s3:// spec and the proxy.
+func s3Shards(t *testing.T, n, perShard int) (server *s3test.Server, local, spec string, proxy *s3test.Proxy) {
+	t.Helper()
+	server = s3test.Start(t, "data")
+	local = producertest.Shards(t, producertest.Folder(t, n, 3), perShard)
+	spec = uploadShards(t, server, "data", local)
+	return server, local, spec, s3test.StartProxy(t, server, func(int) s3test.Fault { return s3test.Pass })
+}
+
 // TestWholeShardsAreReadOncePerEpoch: shards in an object store, three
 // training epochs: each shard is one GET per epoch at most (after the
 // index's one stream each at open), not a ranged GET per sample; the
@@ -44,12 +55,8 @@ func streaming(tb testing.TB, src source.Source, spec string) int64 {
 // every epoch. The epochs are exact.
 func TestWholeShardsAreReadOncePerEpoch(t *testing.T) {
 	const n, perShard, epochs = 60, 10, 3
-	server := s3test.Start(t, "data")
-	dir := producertest.Folder(t, n, 3)
-	local := producertest.Shards(t, dir, perShard)
-	spec := uploadShards(t, server, "data", local)
-	proxy := s3test.StartProxy(t, server, func(int) s3test.Fault { return s3test.Pass })
-	shards, shardBytes := shardFiles(t, local)
+	_, local, spec, proxy := s3Shards(t, n, perShard)
+	shards, shardBytes := producertest.ShardFiles(t, local)
 	for _, mode := range []string{"fits", "streaming", "cached"} {
 		opened, err := source.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
 		if err != nil {
@@ -97,11 +104,7 @@ func TestWholeShardsAreReadOncePerEpoch(t *testing.T) {
 // epoch begins by waiting a store's first byte.
 func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 	const n, perShard = 60, 10
-	server := s3test.Start(t, "data")
-	dir := producertest.Folder(t, n, 3)
-	local := producertest.Shards(t, dir, perShard)
-	spec := uploadShards(t, server, "data", local)
-	proxy := s3test.StartProxy(t, server, func(int) s3test.Fault { return s3test.Pass })
+	_, local, spec, proxy := s3Shards(t, n, perShard)
 	src, err := source.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
 	if err != nil {
 		t.Fatal(err)
@@ -220,10 +223,7 @@ func TestShardShuffleIsExactAndSpread(t *testing.T) {
 // the same data costs a few requests and is not throttled at all.
 func TestSlowDownPacesAndNeverFails(t *testing.T) {
 	const n, perShard = 60, 20
-	server := s3test.Start(t, "data")
-	dir := producertest.Folder(t, n, 3)
-	spec := uploadShards(t, server, "data", producertest.Shards(t, dir, perShard))
-	proxy := s3test.StartProxy(t, server, func(int) s3test.Fault { return s3test.Pass })
+	_, _, spec, proxy := s3Shards(t, n, perShard)
 	for _, whole := range []bool{false, true} {
 		src, err := source.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -71,31 +72,30 @@ func IsShardSpec(spec string) bool { return strings.HasSuffix(spec, ".tar") }
 // breaks off keeps the samples before the break, and the rest is
 // counted as skipped.
 func OpenShards(spec string) (*Shards, error) {
-	return openShards(context.Background(), spec, spec, localShards{})
+	return openShards(context.Background(), spec, spec, localShards{}, "")
 }
 
 // openShards indexes the shards that pattern names in files, as many at
-// a time as files allows; spec is what the user wrote, for messages.
-func openShards(ctx context.Context, spec, pattern string, files shardFiles) (*Shards, error) {
+// a time as files allows, or takes their index from the index file at
+// indexPath where it is theirs (then writing it if it was not); spec is
+// what the user wrote, for messages.
+func openShards(ctx context.Context, spec, pattern string, files shardFiles, indexPath string) (*Shards, error) {
 	paths, err := files.paths(ctx, pattern)
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
 	}
-	indexes := make([]shardIndex, len(paths))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(files.parallel(), len(paths)) {
-		wg.Go(func() {
-			for i := range next {
-				indexes[i] = files.index(ctx, paths[i])
+	var indexes []shardIndex
+	if indexPath != "" {
+		indexes = loadIndex(ctx, indexPath, paths, files)
+	}
+	if indexes == nil {
+		indexes = indexAll(ctx, paths, files)
+		if indexPath != "" && !anyFailed(indexes) {
+			if err := saveIndex(indexPath, paths, indexes); err != nil {
+				slog.Warn("could not write the shard index file: the next mount indexes the shards again", "file", indexPath, "err", err)
 			}
-		})
+		}
 	}
-	for i := range paths {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 	s := &Shards{spec: spec, files: files, paths: paths, versions: make([]string, len(paths)),
 		sizes: make([]int64, len(paths)), shardSamples: make([]int32, len(paths)), memory: DefaultShardMemory}
 	for i, ix := range indexes {
@@ -120,6 +120,42 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles) (*S
 	return s, nil
 }
 
+// indexAll indexes every shard, as many at a time as files allows.
+func indexAll(ctx context.Context, paths []string, files shardFiles) []shardIndex {
+	indexes := make([]shardIndex, len(paths))
+	inParallel(len(paths), files.parallel(), func(i int) { indexes[i] = files.index(ctx, paths[i]) })
+	return indexes
+}
+
+// inParallel calls fn(0) to fn(n-1), at most parallel at a time, and
+// waits for them.
+func inParallel(n, parallel int, fn func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(parallel, n) {
+		wg.Go(func() {
+			for i := range next {
+				fn(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// anyFailed says whether a shard could not be indexed at all.
+func anyFailed(indexes []shardIndex) bool {
+	for _, ix := range indexes {
+		if ix.err != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // shardFiles is where shards are: a local disk, an object store.
 type shardFiles interface {
 	// paths expands a spec into shard names, in order.
@@ -128,6 +164,9 @@ type shardFiles interface {
 	parallel() int
 	// index reads one shard's index.
 	index(ctx context.Context, name string) shardIndex
+	// version is which contents shard name has now, and its size, as
+	// index would find them, without reading it.
+	version(ctx context.Context, name string) (string, int64, error)
 	// readAt reads len(p) bytes of shard name at off, exactly, from the
 	// version that was indexed: ErrShardChanged if it was replaced.
 	readAt(ctx context.Context, name, version string, p []byte, off int64) error
@@ -141,6 +180,15 @@ func (localShards) paths(_ context.Context, spec string) ([]string, error) {
 }
 func (localShards) parallel() int                                   { return runtime.NumCPU() }
 func (localShards) index(_ context.Context, path string) shardIndex { return indexShard(path) }
+
+func (localShards) version(_ context.Context, path string) (string, int64, error) {
+	f, err := openRegular(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	return localVersion(f)
+}
 
 // ErrShardChanged: a shard's contents are no longer those it was indexed
 // from; its samples are skipped, never read at stale offsets.

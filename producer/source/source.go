@@ -95,6 +95,21 @@ func Open(spec string) (Source, error) {
 // then and later (the mount's: a stopping daemon waits on no retry), and
 // how to reach an object store for s3:// sources.
 func OpenContext(ctx context.Context, spec string, s3 remote.Config) (Source, error) {
+	return OpenWith(ctx, spec, Options{S3: s3})
+}
+
+// Options are how a source is opened, besides its spec.
+type Options struct {
+	// S3 is how to reach an object store, for s3:// sources.
+	S3 remote.Config
+	// ShardIndex is an index file for tar shards (see shardindex.go):
+	// read where it indexes these shards as they are, else written.
+	ShardIndex string
+}
+
+// OpenWith is OpenContext with every option.
+func OpenWith(ctx context.Context, spec string, opts Options) (Source, error) {
+	s3 := opts.S3
 	if IsS3Spec(spec) {
 		store, err := remote.Dial(s3)
 		if err != nil {
@@ -105,7 +120,7 @@ func OpenContext(ctx context.Context, spec string, s3 remote.Config) (Source, er
 			return nil, err
 		}
 		if IsShardSpec(key) {
-			return OpenS3Shards(ctx, spec, store)
+			return OpenS3Shards(ctx, spec, store, opts.ShardIndex)
 		}
 		return OpenS3Folder(ctx, bucket, key, store)
 	}
@@ -120,7 +135,7 @@ func OpenContext(ctx context.Context, spec string, s3 remote.Config) (Source, er
 		return nil, fmt.Errorf("source: no directory given")
 	}
 	if IsShardSpec(spec) {
-		return OpenShards(spec)
+		return openShards(ctx, spec, spec, localShards{}, opts.ShardIndex)
 	}
 	return ScanFolder(spec)
 }

@@ -364,6 +364,20 @@ type Object struct {
 	Size int64
 }
 
+// Stat is what bucket/key is now: one HEAD.
+func (s *Store) Stat(ctx context.Context, bucket, key string) (Object, error) {
+	var obj Object
+	err := s.do(ctx, fmt.Sprintf("s3://%s/%s: stat", bucket, key), func(ctx context.Context) error {
+		info, err := s.client.StatObject(ctx, bucket, key, minio.StatObjectOptions{})
+		if err != nil {
+			return permanent(err)
+		}
+		obj = Object{ETag: info.ETag, Size: info.Size}
+		return nil
+	})
+	return obj, err
+}
+
 // Stream calls read with the whole of bucket/key as one stream and what
 // it is; an attempt that breaks off is tried again from the start (read
 // must start afresh).

@@ -1,0 +1,249 @@
+package source
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/tsock/tsock/producer/source/wds"
+)
+
+// A shard index file keeps what indexing the shards learnt (each shard's
+// samples: key, offset, size, label; what it left out; and the version
+// and size of the shard it came from), so that a later mount, on this
+// node or any that sees the file, reads no shard to learn it again: a
+// tar's headers lie between its members, so indexing reads every byte,
+// and without the file the first epoch reads the shards twice. It plays
+// the part of MosaicML Streaming's index.json, but tsock writes it
+// itself, from the index it built.
+//
+// The file is trusted only for shards whose version (a local shard's
+// inode, size and mtime; an object's ETag, from one HEAD) is the one it
+// was written from: any other, or a different list of shards, and the
+// shards are indexed again and the file rewritten. Every read also
+// carries the indexed version (If-Match), as without the file.
+//
+// Layout, little-endian, every count and length a uvarint: the magic; the
+// number of shards; per shard its name, version, size, its samples (key,
+// offset, size, label each), its skips (key, why each) and where it broke
+// off ("" if it did not); then the CRC-32 (IEEE) of all before it.
+const indexMagic = "tsock shard index 1\n"
+
+// maxIndexFile bounds an index file read: ImageNet's is about 40 MiB.
+const maxIndexFile = 4 << 30
+
+// encodeIndex is the index file of shards names, indexed as ixs.
+func encodeIndex(names []string, ixs []shardIndex) []byte {
+	b := []byte(indexMagic)
+	str := func(s string) { b = binary.AppendUvarint(b, uint64(len(s))); b = append(b, s...) }
+	num := func(n int64) { b = binary.AppendUvarint(b, uint64(n)) }
+	num(int64(len(names)))
+	for k, name := range names {
+		ix := ixs[k]
+		str(name)
+		str(ix.version)
+		num(ix.size)
+		num(int64(len(ix.samples)))
+		for _, smp := range ix.samples {
+			str(smp.Key)
+			num(smp.Offset)
+			num(smp.Size)
+			num(int64(smp.Label))
+		}
+		num(int64(len(ix.skips)))
+		for _, sk := range ix.skips {
+			str(sk.Key)
+			str(sk.Why)
+		}
+		broke := ""
+		if ix.broke != nil {
+			broke = ix.broke.Error()
+		}
+		str(broke)
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+}
+
+// errIndexFile: an index file that is not one, or is damaged.
+var errIndexFile = errors.New("not a tsock shard index")
+
+// decodeIndex parses an index file. Any byte sequence is either an index
+// whose every count fits the bytes that hold it, or an error: nothing is
+// allocated beyond what the data could describe.
+func decodeIndex(data []byte) (names []string, ixs []shardIndex, err error) {
+	if len(data) < len(indexMagic)+4 || string(data[:len(indexMagic)]) != indexMagic {
+		return nil, nil, fmt.Errorf("%w: no header", errIndexFile)
+	}
+	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
+	if crc32.ChecksumIEEE(body) != sum {
+		return nil, nil, fmt.Errorf("%w: checksum mismatch (damaged or cut short)", errIndexFile)
+	}
+	d := indexDecoder{b: body[len(indexMagic):]}
+	n := d.count(2) // a shard takes at least 2 bytes
+	for k := 0; k < n && d.err == nil; k++ {
+		name, version := d.str(), d.str()
+		ix := shardIndex{version: version, size: d.num(math.MaxInt64)}
+		samples := d.count(4)
+		ix.samples = make([]wds.Sample, 0, samples)
+		for range samples {
+			key := d.str()
+			smp := wds.Sample{Key: key, Offset: d.num(ix.size), Size: d.num(ix.size), Label: int(d.num(math.MaxInt32))}
+			if smp.Size > ix.size-smp.Offset {
+				d.fail("shard %q: a sample past the shard's %d bytes", name, ix.size)
+			}
+			ix.samples = append(ix.samples, smp)
+		}
+		for range d.count(2) {
+			ix.skips = append(ix.skips, wds.Skip{Key: d.str(), Why: d.str()})
+		}
+		if broke := d.str(); broke != "" {
+			ix.broke = errors.New(broke)
+		}
+		names, ixs = append(names, name), append(ixs, ix)
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d bytes after the last shard", len(d.b))
+	}
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	return names, ixs, nil
+}
+
+// indexDecoder reads an index file's fields, remembering the first
+// error (every later read is then empty).
+type indexDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *indexDecoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", errIndexFile, fmt.Sprintf(format, args...))
+	}
+	d.b = nil
+}
+
+// num is a uvarint no larger than most.
+func (d *indexDecoder) num(most int64) int64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 || v > uint64(most) {
+		d.fail("a number out of range")
+		return 0
+	}
+	d.b = d.b[n:]
+	return int64(v)
+}
+
+// count is a number of items of at least size bytes each: no more than
+// the bytes left could hold.
+func (d *indexDecoder) count(size int) int {
+	return int(d.num(int64(len(d.b) / size)))
+}
+
+func (d *indexDecoder) str() string {
+	n := d.num(int64(len(d.b)))
+	if d.err != nil || int64(len(d.b)) < n {
+		d.fail("a string past the end")
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// loadIndex is the index of shards names from the file at path, if the
+// file is an index of exactly these shards, each still the version it
+// was indexed from; else nil, saying why on the log.
+func loadIndex(ctx context.Context, path string, names []string, files shardFiles) []shardIndex {
+	data, err := readIndexFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	stale := func(why string, args ...any) []shardIndex {
+		slog.Info("shard index file not used: the shards are indexed again and it is rewritten", append([]any{"file", path, "why", why}, args...)...)
+		return nil
+	}
+	if err != nil {
+		return stale(err.Error())
+	}
+	have, ixs, err := decodeIndex(data)
+	if err != nil {
+		return stale(err.Error())
+	}
+	if len(have) != len(names) {
+		return stale("it indexes other shards", "its_shards", len(have), "shards", len(names))
+	}
+	for k := range names {
+		if have[k] != names[k] {
+			return stale("it indexes other shards", "its", have[k], "shard", names[k])
+		}
+	}
+	changed := make([]string, len(names))
+	inParallel(len(names), files.parallel(), func(k int) {
+		version, size, err := files.version(ctx, names[k])
+		switch {
+		case err != nil:
+			changed[k] = err.Error()
+		case version != ixs[k].version || size != ixs[k].size:
+			changed[k] = "changed since it was indexed"
+		}
+	})
+	for k, why := range changed {
+		if why != "" {
+			return stale("a shard is not the one indexed", "shard", names[k], "reason", why)
+		}
+	}
+	return ixs
+}
+
+// readIndexFile reads path, refusing anything but a regular file of at
+// most maxIndexFile bytes (the daemon runs as root: a FIFO would block).
+func readIndexFile(path string) ([]byte, error) {
+	f, err := openRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > maxIndexFile {
+		return nil, fmt.Errorf("%d bytes, over the %d-byte limit", st.Size(), maxIndexFile)
+	}
+	data := make([]byte, st.Size())
+	if _, err := f.ReadAt(data, 0); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// saveIndex writes the index file atomically: to a temporary file beside
+// path, renamed over it, so that a mount reading it meanwhile, or a
+// crash, never sees half a file.
+func saveIndex(path string, names []string, ixs []shardIndex) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after the rename, a name no longer there
+	if _, err := tmp.Write(encodeIndex(names, ixs)); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
