@@ -21,16 +21,29 @@ runs=${1:-3}
 build_tsock
 chmod 755 "$work"
 fuse_mode=$(stat -c %a /dev/fuse)
-restore() { chmod "$fuse_mode" /dev/fuse; }
-trap 'restore; cleanup' EXIT
+# At the end, whatever ended it: /dev/fuse's mode back, the daemon
+# stopped (either user's: root may signal it), no mount left (root cannot
+# look into nobody's mount, so /proc/mounts says whether it is there).
+finish() {
+	chmod "$fuse_mode" /dev/fuse
+	if [[ -n "$daemon" ]]; then
+		kill -TERM "$daemon" 2>/dev/null
+		wait "$daemon" 2>/dev/null || true
+		daemon=
+	fi
+	if grep -q " $mnt " /proc/mounts; then umount -l "$mnt"; fi
+	cleanup
+}
+trap finish EXIT
 chmod 0666 /dev/fuse
 user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 mkdir -p "$mnt"
 chown 65534:65534 "$mnt"
 args=(--source synthetic:10240 --batch-size 256 --image-size 224 --epochs 1 --buffer 2GiB)
 
-# side AS: one mount, every batch made, one reader; prints GB/s and the
-# data path's first words.
+# side AS: one mount, every batch made, one reader; writes GB/s and the
+# data path's first words to $work/AS. Not in a subshell: cleanup must
+# know the daemon to stop it if the run fails half-way.
 side() {
 	local as=$1 run=()
 	[[ $as == nobody ]] && run=(user)
@@ -44,18 +57,21 @@ side() {
 	"${run[@]}" mkdir "$mnt/consumers/r0"
 	until [[ $("${run[@]}" cat "$mnt/state") == idle ]]; do sleep 0.2; done
 	local rate path
-	rate=$("${run[@]}" python3 scripts/python/bench_read.py "$mnt"/consumers/r0/*.safetensors)
+	# The glob is the reader's: root cannot list nobody's mount.
+	rate=$("${run[@]}" bash -c '/usr/bin/python3 scripts/python/bench_read.py "$0"/consumers/r0/*.safetensors' "$mnt")
 	path=$("${run[@]}" grep '^data path:' "$mnt/status" | cut -d';' -f1 | cut -c12-)
 	if [[ $as == nobody ]]; then user fusermount3 -u "$mnt"; else kill -TERM "$daemon"; fi
 	wait "$daemon"
 	daemon=
-	echo "$rate $path"
+	echo "$rate $path" >"$work/$as"
 }
 
 for run in $(seq "$runs"); do
 	echo "== without root, run $run of $runs"
-	read -r root_rate root_path < <(side root)
-	read -r user_rate user_path < <(side nobody)
+	side root
+	side nobody
+	read -r root_rate root_path <"$work/root"
+	read -r user_rate user_path <"$work/nobody"
 	echo "nonroot $user_rate $root_rate" >>"$work/results.txt"
 	echo "root: $root_rate GB/s ($root_path); nobody: $user_rate GB/s ($user_path)"
 done

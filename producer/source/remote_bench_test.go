@@ -148,8 +148,9 @@ func BenchmarkRemoteOpen(b *testing.B) {
 // with --cache, and whole shards (12 shards' memory) opened with the
 // index file an earlier open wrote (--shard-index). Three epochs each;
 // per row: images/s of the first epoch and of the later two, requests and
-// bytes per epoch, and the bytes of the open (its index) and the first
-// epoch together.
+// bytes per epoch, the bytes of the open (its index) and the first epoch
+// together (the next epoch's first shards, read ahead during the first,
+// included), and the open's bytes alone.
 func BenchmarkRemoteLatency(b *testing.B) {
 	dir, server, local, spec := benchShards(b)
 	files, shardBytes := producertest.ShardFiles(b, local)
@@ -166,7 +167,7 @@ func BenchmarkRemoteLatency(b *testing.B) {
 				b.Fatal(err)
 			}
 			f1, fl := epochRates(b, folder, epochs, 0)
-			fmt.Printf("remote-latency %d folder %.0f %.0f 0 0 %d %d 0\n", delay.Milliseconds(), f1, fl, files, shardBytes)
+			fmt.Printf("remote-latency %d folder %.0f %.0f 0 0 %d %d 0 0\n", delay.Milliseconds(), f1, fl, files, shardBytes)
 			for _, mode := range []string{"whole", "whole-fits", "per-sample", "whole-cache", "whole-indexed"} {
 				proxy.Delay.Store(0)
 				opts := source.Options{S3: s3Config(proxy.Endpoint)}
@@ -195,8 +196,8 @@ func BenchmarkRemoteLatency(b *testing.B) {
 				proxy.Delay.Store(int64(delay))
 				s1, sl := epochRates(b, src, epochs, 64, func() { firstBytes = indexBytes + st.Bytes.Load() - bytes0 })
 				req, bytes := st.Requests.Load()-req0, st.Bytes.Load()-bytes0
-				fmt.Printf("remote-latency %d %s %.0f %.0f %.1f %.0f %d %d %d\n", delay.Milliseconds(), mode, s1, sl,
-					float64(req)/epochs, float64(bytes)/epochs, files, shardBytes, firstBytes)
+				fmt.Printf("remote-latency %d %s %.0f %.0f %.1f %.0f %d %d %d %d\n", delay.Milliseconds(), mode, s1, sl,
+					float64(req)/epochs, float64(bytes)/epochs, files, shardBytes, firstBytes, indexBytes)
 			}
 		}
 	}

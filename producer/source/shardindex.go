@@ -35,7 +35,7 @@ import (
 // off ("" if it did not); then the CRC-32 (IEEE) of all before it.
 const indexMagic = "tsock shard index 1\n"
 
-// maxIndexFile bounds an index file read: ImageNet's is about 40 MiB.
+// maxIndexFile bounds an index file read: ImageNet's would be some 45 MB.
 const maxIndexFile = 4 << 30
 
 // encodeIndex is the index file of shards names, indexed as ixs.
