@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The flag reference in docs/reference.md is `tsock mount --help`,
@@ -56,4 +59,67 @@ func TestReferenceIsTheMountHelp(t *testing.T) {
 			t.Fatalf("%s differs from tsock mount --help at line %d of the block:\n doc:  %q\n help: %q\nrun TSOCK_UPDATE_DOCS=1 go test ./cmd/tsock -run TestReferenceIsTheMountHelp", reference, k+1, g, w)
 		}
 	}
+}
+
+// TestDocsLinksResolve: every relative link in README.md and docs/ names
+// a file that exists and, with a #fragment, a heading in it (GitHub's
+// anchors), so that moving a section cannot leave a dead link.
+func TestDocsLinksResolve(t *testing.T) {
+	files, _ := filepath.Glob("../../docs/*.md")
+	files = append(files, "../../README.md")
+	anchors := map[string]map[string]bool{}
+	heading := regexp.MustCompile(`(?m)^#+ (.*)$`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		anchors[filepath.Clean(f)] = map[string]bool{}
+		for _, m := range heading.FindAllStringSubmatch(string(b), -1) {
+			anchors[filepath.Clean(f)][githubAnchor(m[1])] = true
+		}
+	}
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	code := regexp.MustCompile("(?s)```.*?```")
+	checked := 0
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, m := range link.FindAllStringSubmatch(code.ReplaceAllString(string(b), ""), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			path, anchor, _ := strings.Cut(target, "#")
+			file := filepath.Clean(f)
+			if path != "" {
+				file = filepath.Clean(filepath.Join(filepath.Dir(f), path))
+			}
+			if _, err := os.Stat(file); err != nil {
+				t.Errorf("%s: link %s: no such file", f, target)
+				continue
+			}
+			if anchor != "" && strings.HasSuffix(file, ".md") && !anchors[file][anchor] {
+				t.Errorf("%s: link %s: no such heading in %s", f, target, file)
+			}
+			checked++
+		}
+	}
+	if checked < 40 {
+		t.Fatalf("only %d links checked: the pattern misses them", checked)
+	}
+}
+
+// githubAnchor is the fragment GitHub gives a heading: lower case, spaces
+// to hyphens, punctuation dropped.
+func githubAnchor(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
