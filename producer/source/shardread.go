@@ -1,7 +1,6 @@
 package source
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -474,37 +473,50 @@ func (r *shardReader) dropLocked(sh int32, w *wholeShard) {
 // any point of the order, and they end one after another rather than all
 // at a block's end: a shard's memory is given back, and the next one read,
 // steadily.
+//
+// The order is made in linear time: the k-th shard's samples each go to
+// one of the buckets k to k+window-1, at random, and each bucket is
+// shuffled; the buckets, in turn, are the order. (Giving each sample the
+// key k + a uniform draw over the window and sorting by it is the same
+// distribution, at a sort's cost: 150 ms for ImageNet's 1.28 M samples
+// against 35 ms, in the producer's plan of each epoch.)
 func ShardShuffle(rng *rand.Rand, seg []int, shardOf func(int) int, window int) {
 	if len(seg) < 2 {
 		return
 	}
 	window = max(window, 1)
-	at := map[int]int{} // shard → its place in the shards' order
+	place := map[int]int32{} // shard → its place in the shards' order
 	var shards []int
 	for _, i := range seg {
-		if _, ok := at[shardOf(i)]; !ok {
-			at[shardOf(i)] = len(shards)
+		if _, ok := place[shardOf(i)]; !ok {
+			place[shardOf(i)] = 0
 			shards = append(shards, shardOf(i))
 		}
 	}
 	rng.Shuffle(len(shards), func(a, b int) { shards[a], shards[b] = shards[b], shards[a] })
 	for k, sh := range shards {
-		at[sh] = k
+		place[sh] = int32(k)
 	}
-	// A sample's key is its shard's place plus a uniform draw over the
-	// window; sorting by key is the order.
-	type keyed struct {
-		key float64
-		i   int
-	}
-	ks := make([]keyed, len(seg))
+	bucket := make([]int32, len(seg))
+	start := make([]int, len(shards)+window+1) // bucket b's samples go from start[b]
 	for n, i := range seg {
-		ks[n] = keyed{float64(at[shardOf(i)]) + rng.Float64()*float64(window), i}
+		bucket[n] = place[shardOf(i)] + int32(rng.IntN(window))
+		start[bucket[n]+1]++
 	}
-	slices.SortFunc(ks, func(a, b keyed) int { return cmp.Compare(a.key, b.key) })
-	for n := range ks {
-		seg[n] = ks[n].i
+	for b := 1; b < len(start); b++ {
+		start[b] += start[b-1]
 	}
+	out := make([]int, len(seg))
+	at := slices.Clone(start)
+	for n, i := range seg {
+		out[at[bucket[n]]] = i
+		at[bucket[n]]++
+	}
+	for b := range len(start) - 1 {
+		part := out[start[b]:start[b+1]]
+		rng.Shuffle(len(part), func(x, y int) { part[x], part[y] = part[y], part[x] })
+	}
+	copy(seg, out)
 }
 
 // ShuffleWindow is how many shards ShardShuffle keeps under way for a
