@@ -4,7 +4,10 @@
 //
 // Kinds: an ImageFolder on a local disk (Folder), WebDataset tar shards
 // on a local disk or in an object store (Shards: indexed once at open by
-// package wds, each image then one ranged read), ImageFolder-shaped keys
+// package wds, or from the index file an earlier open wrote; each epoch
+// then reads each shard it wants much of whole, once, ahead of the
+// workers, within a memory budget, and the rest by ranged reads; the
+// producer orders epochs with ShardShuffle to suit), ImageFolder-shaped keys
 // in an object store (S3Folder: listed once at open, each image one GET),
 // and synthetic pictures (Synthetic, served as PPM pixels). A Cache in
 // memory or in an unnamed file on disk keeps encoded bytes after their
@@ -27,4 +30,10 @@
 //     remote.ErrUnavailable, which says nothing of the sample.
 //   - Per sample a source keeps a few compact fields (offsets, labels),
 //     no Go object.
+//   - Whole shards held or being read never exceed the shard memory (a
+//     shard over a quarter of it is read by ranges); the next epoch's
+//     read-ahead is a guess that costs bytes when wrong, never a sample:
+//     a sample is served from a shard only under the plan that asked it.
+//   - An index file is used only where every shard is the version it
+//     was written from; any other file is rebuilt, never trusted.
 package source

@@ -275,8 +275,8 @@ func (r *shardReader) plan(order, next []int) {
 			r.Kept.Add(1)
 		}
 	}
-	// Half the budget: the rest is this epoch's last block, still held
-	// while the next one's first is read.
+	// Half the budget: the other half holds this epoch's last shards
+	// while the next one's first are read.
 	r.next, r.nextAt, r.nextIn = nil, 0, r.prefix(nextSeq, r.budget/2)
 	for _, sh := range nextSeq {
 		if r.nextIn[sh] {
