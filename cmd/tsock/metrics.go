@@ -51,6 +51,11 @@ func metricsText(s *mountSnapshot) string {
 		gauge("tsock_kept_bytes", "Made samples kept for later epochs (--keep).", float64(k.Used))
 		counter("tsock_kept_served_total", "Samples copied from the kept ones instead of decoded.", float64(k.Served))
 	}
+	if sh := s.shards; sh != nil {
+		gauge("tsock_shard_held_bytes", "Whole tar shards held in memory (--shard-memory).", float64(sh.HeldBytes))
+		counter("tsock_shard_whole_reads_total", "Tar shards read whole.", float64(sh.Reads))
+		counter("tsock_shard_read_ahead_wasted_total", "Shards read ahead or kept for an epoch that began otherwise (a consumer joined mid-epoch).", float64(sh.Wasted))
+	}
 	if r := s.remote; r != nil {
 		counter("tsock_remote_requests_total", "Requests to the object store, every attempt.", float64(r.requests))
 		counter("tsock_remote_retries_total", "Object store requests tried again after a transient fault.", float64(r.retries))

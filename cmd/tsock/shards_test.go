@@ -119,7 +119,7 @@ func TestMountServesShardsFromS3(t *testing.T) {
 // shards in S3 with --shard-index: the first indexes them (reading every
 // byte) and writes the file, so that its epoch reads the shards twice in
 // all; the second reads the file, a HEAD a shard, and its epoch reads the
-// shards' bytes once.
+// shards' bytes once. status, status.json and the metrics say so.
 func TestMountReadsTheShardIndexFile(t *testing.T) {
 	server := s3test.Start(t, "data")
 	dir := producertest.Folder(t, 20, 2)
@@ -146,6 +146,18 @@ func TestMountReadsTheShardIndexFile(t *testing.T) {
 		}
 		if doc.Remote == nil || doc.Remote.Bytes != want || doc.Remote.Requests != 6 {
 			t.Fatalf("mount %d: remote %+v, want %d bytes (the shards are %d) in 6 requests", k+1, doc.Remote, want, shardBytes)
+		}
+		// What status says of it: the index file's fate, 3 shards read
+		// whole, none read ahead in vain (one epoch, one consumer).
+		fate := []string{"written to ", "read from "}[k] + index
+		if sh := doc.Shards; sh == nil || sh.Index != fate || sh.Reads != 3 || sh.ReadBytes != shardBytes || sh.Wasted != 0 || sh.Memory != 512<<20 {
+			t.Fatalf("mount %d: status.json shards %+v, want index %q, 3 whole reads of %d bytes", k+1, doc.Shards, fate, shardBytes)
+		}
+		if st := readFile(t, filepath.Join(d.dir, "status")); !strings.Contains(st, "shards: ") || !strings.Contains(st, "; 3 read whole (") || !strings.Contains(st, "; index "+fate+"\n") {
+			t.Fatalf("mount %d: status:\n%s", k+1, st)
+		}
+		if m := readFile(t, filepath.Join(d.dir, "metrics")); !strings.Contains(m, "tsock_shard_whole_reads_total 3\n") {
+			t.Fatalf("mount %d: metrics:\n%s", k+1, m)
 		}
 		d.stop(t)
 	}

@@ -27,8 +27,9 @@ type mountSnapshot struct {
 	ingestNext                 uint64
 	cache                      *source.CacheStats // with --cache
 	kept                       *producer.KeptStats
-	remote                     *remoteSnapshot // with an object-store source
-	leftOut                    []string        // entries listing or indexing the source left out
+	remote                     *remoteSnapshot    // with an object-store source
+	shards                     *source.ShardStats // with tar shards
+	leftOut                    []string           // entries listing or indexing the source left out
 	dataPath                   string
 	batchInodes                int
 	prunesInodes               bool
@@ -101,6 +102,10 @@ func (c *mountCommand) snapshot() *mountSnapshot {
 			line: rs.Remote(), endpoint: rs.Store().Endpoint(), requests: st.Requests.Load(), retries: st.Retries.Load(),
 			failures: st.Failures.Load(), throttled: st.Throttled.Load(), bytes: bytes, rate: c.rate.remoteRate(bytes),
 		}
+	}
+	if sh, ok := source.As[*source.Shards](c.cfg.Source); ok {
+		st := sh.Stats()
+		s.shards = &st
 	}
 	if sk, ok := source.As[source.Skipper](c.cfg.Source); ok {
 		s.leftOut = sk.Skipped()

@@ -12,6 +12,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/producer/source"
 )
 
 // status renders MOUNTPOINT/status: one "key: value" per line.
@@ -90,6 +91,9 @@ func (c *mountCommand) statusText(s *mountSnapshot) string {
 		}
 		if r := s.remote; r != nil {
 			fmt.Fprintf(&b, "remote: %s; %s/s over the last 10 s\n", r.line, humanize.IBytes(uint64(r.rate)))
+		}
+		if sh := s.shards; sh != nil {
+			b.WriteString(shardsLine(sh))
 		}
 		if left := s.leftOut; len(left) > 0 {
 			fmt.Fprintf(&b, "left out when the source was listed or indexed: %d\n", len(left))
@@ -287,4 +291,21 @@ func (c *mountCommand) classes() ([]byte, error) {
 func printable(s string) string {
 	q := strconv.Quote(s)
 	return q[1 : len(q)-1]
+}
+
+// shardsLine is status's line on whole-shard reading: what is held of
+// the shard memory, what was read whole, how the next epochs' first
+// shards fared (read ahead in vain: a consumer joined and the epoch was
+// stitched), and the index file.
+func shardsLine(sh *source.ShardStats) string {
+	if sh.Memory <= 0 {
+		return "shards: read a sample at a time (--shard-memory 0)\n"
+	}
+	line := fmt.Sprintf("shards: %d held (%s of %s shard memory), %d being read; %d read whole (%s); next epochs' first shards: %d found held, %d read ahead in vain",
+		sh.Held, humanize.IBytes(uint64(sh.HeldBytes)), humanize.IBytes(uint64(sh.Memory)), sh.Reading, sh.Reads,
+		humanize.IBytes(uint64(sh.ReadBytes)), sh.Carried, sh.Wasted)
+	if sh.Index != "" {
+		line += "; index " + printable(sh.Index)
+	}
+	return line + "\n"
 }

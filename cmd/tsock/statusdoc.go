@@ -37,6 +37,7 @@ type statusDoc struct {
 	GPU       *gpuDoc       `json:"gpu,omitempty"`
 	Cache     *cacheDoc     `json:"cache,omitempty"`  // with --cache
 	Remote    *remoteDoc    `json:"remote,omitempty"` // with an s3:// source
+	Shards    *shardsDoc    `json:"shards,omitempty"` // with tar shards
 	Kept      *keptDoc      `json:"kept,omitempty"`   // with --keep (--transform eval)
 }
 
@@ -72,6 +73,21 @@ type remoteDoc struct {
 	Throttled uint64  `json:"throttled"`
 	Bytes     int64   `json:"bytes"`
 	Rate      float64 `json:"bytes_per_second"` // the last 10 s
+}
+
+// shardsDoc is whole-shard reading: the memory, what it holds, what was
+// read whole, and the next epochs' first shards found held or read ahead
+// in vain.
+type shardsDoc struct {
+	Memory    int64  `json:"memory"`
+	Held      int    `json:"held"`
+	HeldBytes int64  `json:"held_bytes"`
+	Reading   int    `json:"reading"`
+	Reads     int64  `json:"whole_reads"`
+	ReadBytes int64  `json:"whole_bytes"`
+	Carried   int64  `json:"carried"`
+	Wasted    int64  `json:"read_ahead_wasted"`
+	Index     string `json:"index"` // "read from FILE", "written to FILE", ...; "" without --shard-index
 }
 
 type producerDoc struct {
@@ -191,6 +207,10 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 	}
 	if k := s.kept; k != nil {
 		doc.Kept = &keptDoc{Limit: k.Limit, Used: k.Used, Samples: k.Samples, Served: k.Served, Refused: k.Refused}
+	}
+	if sh := s.shards; sh != nil {
+		doc.Shards = &shardsDoc{Memory: sh.Memory, Held: sh.Held, HeldBytes: sh.HeldBytes, Reading: sh.Reading, Reads: sh.Reads,
+			ReadBytes: sh.ReadBytes, Carried: sh.Carried, Wasted: sh.Wasted, Index: sh.Index}
 	}
 	if r := s.remote; r != nil {
 		doc.Remote = &remoteDoc{Endpoint: r.endpoint, Requests: r.requests, Retries: r.retries, Failures: r.failures, Throttled: r.throttled, Bytes: r.bytes, Rate: r.rate}

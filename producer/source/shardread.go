@@ -163,6 +163,26 @@ func (s *Shards) Carried() (kept, wasted int64) {
 	return kept, wasted
 }
 
+// ShardStats is what whole-shard reading did and holds, for status.
+type ShardStats struct {
+	Memory           int64 // the budget (ShardMemory)
+	Held             int   // shards read and held now
+	HeldBytes        int64
+	Reading          int   // shards being read now
+	Reads, ReadBytes int64 // whole-shard reads so far
+	Carried, Wasted  int64 // see Carried
+	Index            string
+}
+
+// Stats is what whole-shard reading did and holds now.
+func (s *Shards) Stats() ShardStats {
+	st := ShardStats{Memory: s.memory, Index: s.index}
+	st.Held, st.HeldBytes, st.Reading = s.Held()
+	st.Reads, st.ReadBytes = s.WholeReads()
+	st.Carried, st.Wasted = s.Carried()
+	return st
+}
+
 // Held is what whole-shard reading holds now: shards read, their bytes,
 // and shards still being read.
 func (s *Shards) Held() (shards int, bytes int64, reading int) {

@@ -43,6 +43,7 @@ type Shards struct {
 	shardSamples []int32
 	memory       int64 // ShardMemory
 	bufs         *shardBufs
+	index        string // what became of the index file, for status: "" without one
 
 	readerMu                   sync.Mutex
 	reader                     *shardReader // the planned epoch's, nil before any
@@ -85,19 +86,24 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, ind
 		return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
 	}
 	var indexes []shardIndex
+	index := ""
 	if indexPath != "" {
-		indexes = loadIndex(ctx, indexPath, paths, files)
+		if indexes = loadIndex(ctx, indexPath, paths, files); indexes != nil {
+			index = "read from " + indexPath
+		}
 	}
 	if indexes == nil {
 		indexes = indexAll(ctx, paths, files)
 		if indexPath != "" && !anyFailed(indexes) {
+			index = "written to " + indexPath
 			if err := saveIndex(indexPath, paths, indexes); err != nil {
+				index = fmt.Sprintf("not written to %s: %v", indexPath, err)
 				slog.Warn("could not write the shard index file: the next mount indexes the shards again", "file", indexPath, "err", err)
 			}
 		}
 	}
 	s := &Shards{spec: spec, files: files, paths: paths, versions: make([]string, len(paths)),
-		sizes: make([]int64, len(paths)), shardSamples: make([]int32, len(paths)), memory: DefaultShardMemory}
+		sizes: make([]int64, len(paths)), shardSamples: make([]int32, len(paths)), memory: DefaultShardMemory, index: index}
 	for i, ix := range indexes {
 		s.versions[i], s.sizes[i] = ix.version, ix.size
 		if ix.err != nil {
