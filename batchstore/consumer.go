@@ -23,8 +23,10 @@ type epochMark struct {
 	// its order holds no other sample (nil: it holds all).
 	wanted *Subset
 	// drops are the positions the producer passed over since no decided
-	// consumer reading the epoch wanted their samples (Keep).
-	drops []drop
+	// consumer reading the epoch wanted their samples (Keep), in order;
+	// decided is the position below which Keep has ruled on every one.
+	drops   []drop
+	decided int
 }
 
 // split is where a consumer joined mid-epoch: its epochs end at the same
@@ -441,6 +443,7 @@ func (s *Store) SetBatchSize(name string, n int) error {
 			n, name, spans, s.cfg.MaxBatches, ErrBadBatchSize)
 	}
 	c.batchSize = n
+	c.batches = batchList{} // a listing may have computed some in the batch size before
 	return nil
 }
 

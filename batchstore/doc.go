@@ -51,7 +51,8 @@
 //     none is decided: the buffer fills for whoever joins); what it
 //     passes over is recorded, and a consumer is settled (settle.go)
 //     only where none of its subset was passed over and its first batch
-//     fits the buffer.
+//     fits the buffer. Its batches computed before it reads (a listing)
+//     are forgotten whenever its placement or batch size changes.
 //
 //   - A subset is admitted only if every decided consumer's batch, under
 //     what all want together, spans no more producer batches than the

@@ -55,7 +55,11 @@ func (s *Store) epochEnd(c *consumer, k int) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return m.start + uint64(pos), true
+	n, ok := s.samplesBefore(m, pos)
+	if !ok {
+		return 0, false
+	}
+	return m.start + uint64(n), true
 }
 
 // epochStart is the global sample where producer epoch e starts, if known.

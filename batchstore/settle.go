@@ -1,6 +1,9 @@
 package batchstore
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
+)
 
 // A consumer is undecided from its join until it sets a subset or reads:
 // until then it holds no plan back (a trial does mkdir, then writes its
@@ -20,13 +23,30 @@ type drop struct{ pos, index int32 }
 func (s *Store) Keep(e, pos, index int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.keeping = true
+	m := s.mark(e)
+	m.decided = max(m.decided, pos+1)
 	w, any := s.keepCache(e)
 	if !any || w == nil || w.Has(index) {
 		return true
 	}
-	m := s.mark(e)
 	m.drops = append(m.drops, drop{int32(pos), int32(index)})
 	return false
+}
+
+// samplesBefore is how many of epoch m's samples lie before its order
+// position pos: the positions the producer did not pass over. A split's
+// boundary is an order position; the samples published before it are
+// fewer by what was passed over, which may be anyone's samples (another
+// consumer left after the plan). Known once Keep has ruled on every
+// position below pos; a producer that never asks Keep (an outside one)
+// passes over nothing. Callers hold s.mu.
+func (s *Store) samplesBefore(m *epochMark, pos int) (int, bool) {
+	if s.keeping && m.decided < pos {
+		return 0, false
+	}
+	passed := sort.Search(len(m.drops), func(k int) bool { return int(m.drops[k].pos) >= pos })
+	return pos - passed, true
 }
 
 // keepCache is wantedIn(e), kept until the consumers' wants change: the
@@ -88,6 +108,9 @@ func (s *Store) wantedBy(in func(*consumer) bool) (*Subset, bool) {
 // producer epoch not planned yet, which will hold what it wants. The
 // earliest that works wins. Callers hold s.mu.
 func (s *Store) settle(c *consumer) {
+	// A listing (Pending) may have computed batches where c was placed
+	// before: they are not where it starts now.
+	c.batches = batchList{}
 	s.wantsChanged()
 	delete(s.splits, c.id)
 	s.place(c)

@@ -166,3 +166,84 @@ func TestReadingEverythingBesideASparseSubsetIsRefusedAtOnce(t *testing.T) {
 		t.Error("the refused reader widened the plan to everything")
 	}
 }
+
+// TestAStitchedEpochEndsAtItsSamplesNotItsPositions: a consumer split mid-
+// epoch ends its first epoch where its split's prefix ends in the next
+// producer epoch. That end is an order position; where the producer
+// passed over positions before it (their only reader left after the
+// plan), fewer samples were published before it, and the epoch ends that
+// many samples sooner: else it would read on into samples it read
+// already (the duplicates a sweep of 200 trials met).
+func TestAStitchedEpochEndsAtItsSamplesNotItsPositions(t *testing.T) {
+	const n = 16
+	s := New(Config{Limit: 10000, BatchSize: 4, Samples: n, Epochs: 3, SizeOf: func(k int) int64 { return int64(10 * k) }})
+	defer s.Close()
+	identity := func(in map[int]int, _ func(int) bool) map[int]int { return in }
+	s.PlanEpoch(0, identity)
+	mustJoin(t, s, "all")
+	if err := s.SetSubset("all", nil); err != nil {
+		t.Fatal(err)
+	}
+	keepAll := func(e, from int, idx ...int) {
+		for k, x := range idx {
+			if !s.Keep(e, from+k, x) {
+				t.Fatalf("epoch %d: sample %d passed over", e, x)
+			}
+		}
+	}
+	keepAll(0, 0, 0, 1, 2, 3)
+	publishIndices(t, s, 0, 0, 0, 0, 1, 2, 3)
+	read(t, s, "all", 0, 1) // the first batch is read and freed: a joiner now splits
+	mustJoin(t, s, "even")
+	even := subsetOf(t, "even", n, func(i int) bool { return i%2 == 0 })
+	if err := s.SetSubset("even", even); err != nil {
+		t.Fatal(err)
+	}
+	keepAll(0, 4, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+	for k := 1; k < 4; k++ {
+		publishIndices(t, s, 0, k, 4*k, int32(4*k), int32(4*k+1), int32(4*k+2), int32(4*k+3))
+	}
+	// Epoch 1: what "even" missed (positions 0-3 of epoch 0) first, as
+	// the producer stitches it: 3 1 2 0, then the rest.
+	var split map[int]int
+	s.PlanEpoch(1, func(in map[int]int, _ func(int) bool) map[int]int {
+		split = in
+		out := map[int]int{}
+		for id := range in {
+			out[id] = 4
+		}
+		return out
+	})
+	if len(split) != 1 {
+		t.Fatalf("splits at epoch 1's plan: %v, want the one of \"even\"", split)
+	}
+	// "all" leaves: its odd samples in even's prefix are passed over.
+	if err := s.Leave("all"); err != nil {
+		t.Fatal(err)
+	}
+	order := []int{3, 1, 2, 0, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	var made []int32
+	var at []int
+	for pos, x := range order {
+		if s.Keep(1, pos, x) {
+			made, at = append(made, int32(x)), append(at, pos)
+		}
+	}
+	for k := 0; k < len(made); k += 4 {
+		publishIndices(t, s, 1, k/4, at[k], made[k:k+4]...)
+	}
+	refs, err := s.Pending("even")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, sizes := 0, []int{}
+	for _, r := range refs {
+		if r.Epoch == 0 {
+			first += r.Samples
+			sizes = append(sizes, r.Samples)
+		}
+	}
+	if first != 8 {
+		t.Fatalf("even's first epoch holds %d samples in batches of %v, want its 8 (6 after its split in epoch 0, then 0 and 2)", first, sizes)
+	}
+}

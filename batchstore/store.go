@@ -86,7 +86,8 @@ type Store struct {
 	closed    bool
 	held      map[uint64]*batch
 	epochs    map[int]*epochMark
-	planned   int // the latest producer epoch whose order is fixed, -1 before any
+	planned   int  // the latest producer epoch whose order is fixed, -1 before any
+	keeping   bool // the producer asks Keep of each position (the built-in one does)
 	splits    map[int]*split
 	nextID    int
 	consumers map[string]*consumer

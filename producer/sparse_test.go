@@ -108,3 +108,44 @@ func TestShardedEpochsAreExactForEveryConsumer(t *testing.T) {
 		t.Error("no shard read whole")
 	}
 }
+
+// TestListingBeforeTheSubsetChangesNothing: a trial's directory listed
+// (ls, a file manager) between its mkdir and its subset computes batches
+// where it was placed at the mkdir; the subset then places it anew, and
+// what it reads is exact for where it now starts, not for where it was.
+func TestListingBeforeTheSubsetChangesNothing(t *testing.T) {
+	const n, epochs, batch, consumers = 4000, 2, 32, 48
+	r := newRig(t, producertest.Config(source.NewSynthetic(n, 4), 64, epochs, 2), 40)
+	r.run()
+	waittest.Until(t, "the buffer full before anyone joins", func() bool { return r.store.Snapshot().ProducerWaiting })
+	subs := make([]*batchstore.Subset, consumers)
+	for i, want := range producertest.SparseSweep(consumers, n) {
+		subs[i] = subsetOf(t, fmt.Sprint("s", i), n, func(x int) bool { _, ok := slices.BinarySearch(want, x); return ok })
+	}
+	listed := 0
+	for i, sub := range subs {
+		name := fmt.Sprint("t", i)
+		if err := r.store.Join(name); err != nil {
+			t.Fatal(err)
+		}
+		refs, err := r.store.Pending(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed += len(refs)
+		if err := r.store.SetBatchSize(name, batch); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.store.SetSubset(name, sub); err != nil {
+			t.Fatal(err)
+		}
+		r.read(name, -batch, nil)
+	}
+	got := r.wait()
+	for i, sub := range subs {
+		exactly(t, fmt.Sprint("t", i), got[fmt.Sprint("t", i)], epochs, func(int) []int { return members(sub, n) })
+	}
+	if listed == 0 {
+		t.Fatal("no listing showed a batch: the test does not test what it means to")
+	}
+}

@@ -40,21 +40,29 @@ func sparseSweep(consumers, n int) []fleetMember {
 // readAll reads consumer name's batches in order to the end, and
 // returns the dataset indices of each of its epochs.
 func readAll(dir, name string) (map[int][]int, error) {
-	epochs := map[int][]int{}
+	epochs, _, err := readAllBatches(dir, name)
+	return epochs, err
+}
+
+// readAllBatches is readAll with the batch number each index came in, by
+// epoch, for a failure to show.
+func readAllBatches(dir, name string) (map[int][]int, map[int][]uint64, error) {
+	epochs, from := map[int][]int{}, map[int][]uint64{}
 	for j := uint64(0); ; j++ {
 		data, err := os.ReadFile(filepath.Join(dir, "consumers", name, fs.BatchName(j)))
 		if errors.Is(err, os.ErrNotExist) {
-			return epochs, nil
+			return epochs, from, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: batch %d: %w", name, j, err)
+			return nil, nil, fmt.Errorf("%s: batch %d: %w", name, j, err)
 		}
 		b, err := batchfile.ParseBatch(data)
 		if err != nil {
-			return nil, fmt.Errorf("%s: batch %d: %w", name, j, err)
+			return nil, nil, fmt.Errorf("%s: batch %d: %w", name, j, err)
 		}
 		for _, x := range b.Indices {
 			epochs[b.Epoch] = append(epochs[b.Epoch], int(x))
+			from[b.Epoch] = append(from[b.Epoch], j)
 		}
 	}
 }
@@ -78,6 +86,7 @@ func sparseFleetThroughTheMount(t *testing.T, consumers int) {
 	var wg sync.WaitGroup
 	errs := make([]error, consumers)
 	got := make([]map[int][]int, consumers)
+	from := make([]map[int][]uint64, consumers)
 	for i, m := range sweep {
 		name := fmt.Sprint("trial-", i)
 		cdir := filepath.Join(d.dir, "consumers", name)
@@ -90,7 +99,7 @@ func sparseFleetThroughTheMount(t *testing.T, consumers int) {
 		if err := os.WriteFile(filepath.Join(cdir, "subset"), m.subset, 0o644); err != nil {
 			t.Fatalf("%s: subset of %d samples refused: %v\n%s", name, len(m.want), err, readFile(t, filepath.Join(cdir, "status")))
 		}
-		wg.Go(func() { got[i], errs[i] = readAll(d.dir, name) })
+		wg.Go(func() { got[i], from[i], errs[i] = readAllBatches(d.dir, name) })
 	}
 	wg.Wait()
 	for i, m := range sweep {
@@ -102,8 +111,19 @@ func sparseFleetThroughTheMount(t *testing.T, consumers int) {
 			t.Errorf("trial-%d: %d epochs, want %d", i, len(got[i]), epochs)
 		}
 		for e, idx := range got[i] {
+			where := map[int][]uint64{} // index → the batches it came in
+			for k, x := range idx {
+				where[x] = append(where[x], from[i][e][k])
+			}
 			if slices.Sort(idx); !slices.Equal(idx, m.want) {
-				t.Errorf("trial-%d: epoch %d holds %d samples, want its %d once each", i, e, len(idx), len(m.want))
+				var twice []string
+				for x, js := range where {
+					if len(js) > 1 {
+						twice = append(twice, fmt.Sprintf("%d in batches %v", x, js))
+					}
+				}
+				t.Errorf("trial-%d: epoch %d holds %d samples, want its %d once each; twice: %v; its status:\n%s", i, e, len(idx), len(m.want),
+					twice, readFile(t, filepath.Join(d.dir, "consumers", fmt.Sprint("trial-", i), "status")))
 			}
 		}
 	}
