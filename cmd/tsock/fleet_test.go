@@ -37,15 +37,9 @@ func sparseSweep(consumers, n int) []fleetMember {
 	return out
 }
 
-// readAll reads consumer name's batches in order to the end, and
-// returns the dataset indices of each of its epochs.
-func readAll(dir, name string) (map[int][]int, error) {
-	epochs, _, err := readAllBatches(dir, name)
-	return epochs, err
-}
-
-// readAllBatches is readAll with the batch number each index came in, by
-// epoch, for a failure to show.
+// readAllBatches reads consumer name's batches in order to the end, and
+// returns the dataset indices of each of its epochs, and the batch
+// number each came in (for a failure to show).
 func readAllBatches(dir, name string) (map[int][]int, map[int][]uint64, error) {
 	epochs, from := map[int][]int{}, map[int][]uint64{}
 	for j := uint64(0); ; j++ {
