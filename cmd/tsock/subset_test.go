@@ -146,7 +146,8 @@ func TestSubsetsSurviveAKillAndChangeMidRun(t *testing.T) {
 	buffer := fmt.Sprint(4 * (batchfile.DataStart + 8*(16+3*16*16)))
 	d := startDaemon(t, "--source", dir, "--image-size", "16", "--batch-size", "8", "--epochs", fmt.Sprint(epochs),
 		"--buffer", buffer, "--consumer-timeout", "1s")
-	for name, subset := range map[string]string{"victim": "holdout 1/2\n", "switch": "fold 1/2\n"} {
+	join := func(name, subset string) {
+		t.Helper()
 		if err := os.Mkdir(filepath.Join(d.dir, "consumers", name), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -154,12 +155,17 @@ func TestSubsetsSurviveAKillAndChangeMidRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	join("victim", "holdout 1/2\n")
 	victim := startVictim(t, filepath.Join(d.dir, "consumers", "victim", fs.BatchName(0)))
 	survivor, out := consumeWith(t, d, "survivor", map[string]string{"subset": "holdout 1/2\n", "batch_size": "5\n"})
 	if err := victim.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	victim.Wait()
+	// Joined only now, and read at once: a consumer that neither reads nor
+	// holds a file for --consumer-timeout (1 s) while the buffer is full is
+	// evicted, and starting the two processes above may take that long.
+	join("switch", "fold 1/2\n")
 	switched := readInProcess(t, d, "switch", func(j uint64) {
 		if j == 0 {
 			if err := os.WriteFile(filepath.Join(d.dir, "consumers", "switch", "subset"), []byte("holdout 1/2\n"), 0o644); err != nil {
