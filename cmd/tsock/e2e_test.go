@@ -146,6 +146,9 @@ func startDaemonEnv(t *testing.T, env []string, args ...string) *daemon {
 	d := &daemon{dir: t.TempDir(), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	d.cmd = exec.Command(tsockBinary(t), append([]string{"mount", d.dir}, args...)...)
 	d.cmd.Env = append(os.Environ(), env...)
+	// A test binary that dies (go test's timeout panics) runs no Cleanup:
+	// its daemons get SIGTERM from the kernel instead, and unmount.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -57,7 +57,7 @@ func TestWithoutRoot(t *testing.T) {
 
 	setDevFuse(t, 0o666)
 	cmd := exec.Command(bin, "mount", mnt, "--source", "synthetic:40", "--batch-size", "8", "--image-size", "16", "--epochs", "2")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}, Pdeathsig: syscall.SIGTERM}
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
 	stderr := &bytes.Buffer{}
 	cmd.Stderr = stderr
