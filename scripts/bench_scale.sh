@@ -4,12 +4,10 @@
 # tiny shard: the set is made in seconds; its images decode in
 # microseconds, so what is measured is tsock's per-sample cost, not the
 # pipeline's). For each: the mount's time to ready, the daemon's RSS after
-# the mount and after EPOCHS epochs read by one consumer, and its peak;
-# after the epochs also the RSS beside the batches the daemon maps
-# (VmRSS - RssShmem: what --buffer bounds), where it maps any (measured:
-# none; the row is left out then). Shards run twice: with the
-# default --shard-memory (512MiB, held in the daemon's own anonymous
-# maps) and with 64MiB.
+# the mount and after EPOCHS epochs read by one consumer, and its peak
+# (the daemon maps no batch: its RssShmem stays 0, so --buffer is not in
+# these). Shards run twice: with the default --shard-memory (512MiB, held
+# in the daemon's own anonymous maps) and with 64MiB.
 # Prints markdown table rows (medians of RUNS runs, min-max).
 #
 #   scripts/bench_scale.sh [EPOCHS] [RUNS]     default 3 epochs, 3 runs
@@ -53,7 +51,6 @@ for s in range(1282):
 print(f"{n} files in 1000 classes, 1282 shards of 1000", file=sys.stderr)
 PY
 rss() { awk '/^VmRSS:/ { print $2 * 1024 }' "/proc/$daemon/status"; }
-shm() { awk '/^RssShmem:/ { print $2 * 1024 }' "/proc/$daemon/status"; }
 hwm() { awk '/^VmHWM:/ { print $2 * 1024 }' "/proc/$daemon/status"; }
 for run in $(seq "$runs"); do
 	for kind in folder shards shards-64; do
@@ -79,7 +76,7 @@ while True:
     j += 1
 print(f"{j} batches", file=sys.stderr)
 PY
-		echo "scale $kind $(awk "BEGIN { print $ready - $start }") $after_mount $(rss) $(hwm) $(($(rss) - $(shm)))" >>"$work/results.txt"
+		echo "scale $kind $(awk "BEGIN { print $ready - $start }") $after_mount $(rss) $(hwm)" >>"$work/results.txt"
 		kill -TERM "$daemon"
 		wait "$daemon" || true
 		daemon=
@@ -99,6 +96,4 @@ for kind, label in (("folder", "a folder of 1,281,167 files"), ("shards", "1,282
     print(f"| {label}: mount to ready, s | {med(col(2)):.1f} ({spread(col(2), '.1f')}) | | |")
     print(f"| {label}: daemon RSS after the mount, MiB | {med(col(3, 2**20)):.0f} ({spread(col(3, 2**20), '.0f')}) | | |")
     print(f"| {label}: daemon RSS after {epochs} epochs, MiB | {med(col(4, 2**20)):.0f} ({spread(col(4, 2**20), '.0f')}) | peak {med(col(5, 2**20)):.0f} | |")
-    if max(col(4)) != max(col(6)):  # the daemon mapped batches: say how much of its RSS they were
-        print(f"| {label}: daemon RSS after {epochs} epochs beside the batches it maps (VmRSS - RssShmem), MiB | {med(col(6, 2**20)):.0f} ({spread(col(6, 2**20), '.0f')}) | | |")
 PY

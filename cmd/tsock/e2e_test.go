@@ -143,12 +143,23 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 func startDaemonEnv(t *testing.T, env []string, args ...string) *daemon {
 	t.Helper()
 	fusetest.Need(t)
-	d := &daemon{dir: t.TempDir(), stderr: &bytes.Buffer{}, done: make(chan error, 1)}
-	d.cmd = exec.Command(tsockBinary(t), append([]string{"mount", d.dir}, args...)...)
-	d.cmd.Env = append(os.Environ(), env...)
+	dir := t.TempDir()
+	cmd := exec.Command(tsockBinary(t), append([]string{"mount", dir}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	return runDaemon(t, dir, cmd)
+}
+
+// runDaemon starts cmd, a tsock mount at dir, and waits for its ready
+// line; Cleanup stops it and leaves no mount.
+func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) *daemon {
+	t.Helper()
+	d := &daemon{cmd: cmd, dir: dir, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	// A test binary that dies (go test's timeout panics) runs no Cleanup:
 	// its daemons get SIGTERM from the kernel instead, and unmount.
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if d.cmd.SysProcAttr == nil {
+		d.cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	d.cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
 	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,42 +55,9 @@ func TestWithoutRoot(t *testing.T) {
 
 	setDevFuse(t, 0o666)
 	cmd := exec.Command(bin, "mount", mnt, "--source", "synthetic:40", "--batch-size", "8", "--image-size", "16", "--epochs", "2")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
-	stderr := &bytes.Buffer{}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	ready := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		ready <- line
-		io.Copy(io.Discard, stdout)
-	}()
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-		}
-		syscall.Unmount(mnt, syscall.MNT_DETACH) // only if the daemon failed to
-	})
-	select {
-	case line := <-ready:
-		if !strings.HasPrefix(line, "tsock: mounted ") {
-			t.Fatalf("no ready line as uid %d: %q\nstderr: %s", nobody, line, stderr)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("not ready in 60 s as uid %d; stderr: %s", nobody, stderr)
-	}
+	d := runDaemon(t, mnt, cmd)
 
 	// Two consumers, as the same user (the mount is its owner's alone).
 	var readers []*exec.Cmd
@@ -147,10 +112,10 @@ func TestWithoutRoot(t *testing.T) {
 		t.Fatalf("fusermount3 -u as uid %d: %s", nobody, out)
 	}
 	select {
-	case err := <-done:
-		done <- err
+	case err := <-d.done:
+		d.done <- err // for Cleanup
 		if err != nil {
-			t.Fatalf("tsock after fusermount3 -u: %v\nstderr: %s", err, stderr)
+			t.Fatalf("tsock after fusermount3 -u: %v\nstderr: %s", err, d.stderr)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("tsock did not exit in 30 s after fusermount3 -u")
