@@ -20,6 +20,10 @@
 # 3. A mount's open over 100,000 keys in versitygw on loopback: listing
 #    an ImageFolder of 1,000 classes of 100 keys, and indexing 1,000
 #    shards of 100 samples.
+# 4. The first epoch's fixed cost: the time to the first batch (both
+#    sides), and 2. at 100 ms for whole shards again on BIG photos
+#    (default 3x IMAGES): the first byte is paid once, so the first
+#    epoch's ratio depends on how long an epoch is.
 # Loopback has no latency to speak of: these are the costs of tsock's
 # side (requests, parsing, copies), not of a network.
 set -euo pipefail
@@ -30,7 +34,9 @@ source scripts/lib.sh
 
 images=${1:-2000}
 runs=${2:-3}
+big=${3:-$((3 * images))}
 scripts/realphotos.sh "$work/photos" "$images" >/dev/null
+scripts/realphotos.sh "$work/big" "$big" >/dev/null
 go test -c -o "$work/source.test" ./producer/source
 for run in $(seq "$runs"); do
 	echo "== remote, run $run of $runs"
@@ -40,12 +46,14 @@ for run in $(seq "$runs"); do
 		-test.bench '^BenchmarkRemoteLatency$' -test.benchtime 1x) | grep '^remote-latency' >>"$work/results.txt"
 	(cd producer/source && "$work/source.test" -test.run '^$' -test.bench '^BenchmarkRemoteOpen$' -test.benchtime 1x) |
 		grep '^remote-open' >>"$work/results.txt"
+	(cd producer/source && TSOCK_BENCH_DIR="$work/big" TSOCK_BENCH_DELAYS=100 TSOCK_BENCH_MODES=whole "$work/source.test" -test.run '^$' \
+		-test.bench '^BenchmarkRemoteLatency$' -test.benchtime 1x) | sed -n 's/^remote-latency /remote-big /p' >>"$work/results.txt"
 done
-"$py" - "$work/results.txt" "$images" "$(nproc)" >&3 <<'PY'
+"$py" - "$work/results.txt" "$images" "$(nproc)" "$big" >&3 <<'PY'
 import sys
 sys.path.insert(0, "scripts/python")
 from benchtable import header, med, ratio, spread
-path, images, cores = sys.argv[1:4]
+path, images, cores, big_images = sys.argv[1:5]
 rows = [line.split() for line in open(path)]
 ep = [list(map(float, (r[2], r[3], r[5], r[6], r[8], r[9]))) for r in rows if r[0] == "remote-epochs"]
 op = [(float(r[2]), float(r[4])) for r in rows if r[0] == "remote-open"]
@@ -78,6 +86,18 @@ for delay in ("0", "30", "100"):
         whole = [float(r[10]) / 3 + float(r[6]) for r in rs]  # 3 epochs a row
         print(f"| S3 shards, {delay} ms, {label}: bytes of the index at open and the first epoch (with the second's first shards, read ahead) | {med(first) / 2**20:.1f} MiB | shards {med(sbytes) / 2**20:.1f} MiB | {ratio(first, sbytes)} |")
         print(f"| S3 shards, {delay} ms, {label}: bytes per epoch over the run, the index at open included | {med(whole) / 2**20:.1f} MiB | shards {med(sbytes) / 2**20:.1f} MiB | {ratio(whole, sbytes)} |")
+for delay in ("0", "30", "100"):
+    folder = [r for r in lat if r[1] == delay and r[2] == "folder"]
+    whole = [r for r in lat if r[1] == delay and r[2] == "whole"]
+    if folder and len(folder) == len(whole):
+        f, w = [float(r[11]) for r in folder], [float(r[11]) for r in whole]
+        print(f"| S3 shards, {delay} ms first byte, whole shards (12 shards' memory): ms from the producer's start to the first batch | {med(w):.0f} ({spread(w, '.0f')}) | local folder {med(f):.0f} ({spread(f, '.0f')}) | |")
+big = [r for r in rows if r[0] == "remote-big"]
+bf, bw = [r for r in big if r[2] == "folder"], [r for r in big if r[2] == "whole"]
+if bf and len(bf) == len(bw):
+    for k, part in ((3, "first epoch"), (4, "epochs 2-3")):
+        got, base = [float(r[k]) for r in bw], [float(r[k]) for r in bf]
+        print(f"| S3 shards, 100 ms first byte, whole shards (12 shards' memory), {big_images} real photos: images/s, {part} | {med(got):.0f} | local folder {med(base):.0f} | {ratio(got, base)} |")
 lists, indexes = [o[0] for o in op], [o[1] for o in op]
 print(f"| open of 100,000 keys in S3: listing an ImageFolder (1,000 classes), seconds | {med(lists):.2f} ({spread(lists)}) | | |")
 print(f"| open of 100,000 samples in S3: indexing 1,000 shards of 100, seconds | {med(indexes):.2f} ({spread(indexes)}) | | |")

@@ -9,6 +9,9 @@ export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
 py=${TSOCK_VENV:-/var/cache/tsock/venv}/bin/python
 work=$(mktemp -d "/tmp/tsock-$(basename "$0" .sh).XXXXXX")
 mnt="$work/mnt"
+# tsock keeps tar shards' index files in the user's cache directory: a
+# script's own, gone with $work, so that no run reads another's.
+export XDG_CACHE_HOME="$work/cache"
 tsock="$work/tsock"
 daemon=
 

@@ -71,7 +71,7 @@ run() {
 	for n in $(seq "$nodes"); do
 		mkdir -p "$work/node$n"
 		"$tsock" mount "$work/node$n" --source "$spec" --s3-endpoint "http://127.0.0.1:$port" \
-			--epochs "$epochs" --batch-size 64 --image-size 64 --buffer 64MiB "$@" >"$work/node$n.log" 2>&1 &
+			--epochs "$epochs" --batch-size 64 --image-size 64 --buffer 64MiB --shard-index none "$@" >"$work/node$n.log" 2>&1 &
 		daemons+=($!)
 	done
 	for n in $(seq "$nodes"); do

@@ -75,8 +75,8 @@ func TestDeployFilesParse(t *testing.T) {
 		}
 		words := shellWords(tc.vars.Replace(string(m[1])))
 		for i, w := range words {
-			if strings.HasPrefix(w, "/var/cache/tsock") {
-				words[i] = os.TempDir() // the node's disk; here, a directory that exists
+			if rest, ok := strings.CutPrefix(w, "/var/cache/tsock"); ok {
+				words[i] = os.TempDir() + rest // the node's disk; here, a directory that exists
 			}
 		}
 		c := &mountCommand{}

@@ -43,7 +43,16 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TSOCK_TEST_HOLDER") != "" {
 		os.Exit(holderProcess())
 	}
+	// Mounts of tar shards keep their index in the user's cache directory
+	// by default: the tests' go to one of their own, removed after.
+	cache, err := os.MkdirTemp("", "tsock-cache-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
 	code := m.Run()
+	os.RemoveAll(cache)
 	if venvDir != "" {
 		os.RemoveAll(venvDir)
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -67,9 +66,12 @@ type mountFlags struct {
 	// shardMemory: bytes of whole tar shards held at once (read ahead and
 	// shuffled across); 0: each sample read alone.
 	shardMemory int64
-	shardIndex  string // --shard-index FILE: "" for none
-	keepAuto    bool   // --keep auto: as much as --buffer with eval, else none
-	fetchAuto   bool   // --fetch auto: defaultRemoteFetch for s3://, else 0
+	shardIndex  string // the tar shards' index file: "" for none
+	// shardIndexAuto: shardIndex is the default, in the user's cache
+	// directory (shardindex.go)
+	shardIndexAuto bool
+	keepAuto       bool // --keep auto: as much as --buffer with eval, else none
+	fetchAuto      bool // --fetch auto: defaultRemoteFetch for s3://, else 0
 
 	device     string // "" without --device
 	deviceSpec gpu.DeviceSpec
@@ -111,7 +113,7 @@ func (c *mountCommand) Parse(args []string) error {
 	newSize(f, &c.buffer, "buffer", "2GiB", false, "memory for batches, all consumers together")
 	newSize(f, &c.cacheSize, "cache", "0", true, "memory (or disk, with --cache-dir) for encoded files kept after their first read, so later epochs read no disk or network; 0: off")
 	newSize(f, &c.shardMemory, "shard-memory", "512MiB", true, "memory for tar shards read whole, once an epoch (one request a shard), a few ahead of the workers, and shuffled across; 0: read each sample alone (a ranged request each)")
-	f.StringVar(&c.shardIndex, "shard-index", "", "tar shards' index file: read at mount where it indexes these shards as they are (no shard read to index them), else written there; on a shared file system, for every node")
+	f.StringVar(&c.shardIndex, "shard-index", "", "where the tar shards' index is kept (a `FILE`, or none): read at mount where it indexes these shards as they are (no shard read to index them), else written there, so that only a first mount reads the shards to index them; a file on a shared file system serves every node (default: one per dataset under $XDG_CACHE_HOME or ~/.cache, in tsock/shard-index/)")
 	f.StringVar(&c.cacheDir, "cache-dir", "", "keep the --cache in an unnamed file in this directory (a local disk), not in memory: for datasets larger than memory; gone when the mount ends")
 	newAutoSize(f, &c.keepAuto, &c.cfg.Keep, "keep", "with --transform eval: memory for the samples made in the first epoch, copied into later ones with no decode; auto: as much as --buffer (0 with train)")
 	f.BoolVar(&c.cfg.Rescan, "rescan", false, "list a local folder --source again at each producer epoch: new files join the data (new indices after the others), vanished ones are skipped")
@@ -228,13 +230,8 @@ func (c *mountCommand) validate() error {
 	if c.cacheSize > 0 && strings.HasPrefix(c.source, "synthetic:") {
 		return fmt.Errorf("--cache %s: a synthetic source has no files to cache", c.flags.Lookup("cache").Value)
 	}
-	if c.shardIndex != "" {
-		if !source.IsShardSpec(c.source) {
-			return fmt.Errorf("--shard-index %s: for tar shards only (a --source ending in .tar)", c.shardIndex)
-		}
-		if st, err := os.Stat(filepath.Dir(c.shardIndex)); err != nil || !st.IsDir() {
-			return fmt.Errorf("--shard-index %s: its directory does not exist", c.shardIndex)
-		}
+	if err := c.resolveShardIndex(); err != nil {
+		return err
 	}
 	if c.cacheDir != "" {
 		if c.cacheSize == 0 {
@@ -383,6 +380,7 @@ func (c *mountCommand) setUp(ctx context.Context) error {
 	if c.ingestMode {
 		return c.setUpIngest(limit)
 	}
+	c.makeShardIndexDir()
 	src, err := source.OpenWith(ctx, c.source, source.Options{S3: c.s3, ShardIndex: c.shardIndex})
 	if err != nil {
 		return err

@@ -119,7 +119,9 @@ func TestMountServesShardsFromS3(t *testing.T) {
 // shards in S3 with --shard-index: the first indexes them (reading every
 // byte) and writes the file, so that its epoch reads the shards twice in
 // all; the second reads the file, a HEAD a shard, and its epoch reads the
-// shards' bytes once. status, status.json and the metrics say so.
+// shards' bytes once. status, status.json and the metrics say so. The
+// same without the flag, the file in the user's cache directory; with
+// --shard-index none, each mount indexes the shards.
 func TestMountReadsTheShardIndexFile(t *testing.T) {
 	server := s3test.Start(t, "data")
 	dir := producertest.Folder(t, 20, 2)
@@ -128,10 +130,65 @@ func TestMountReadsTheShardIndexFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, shardBytes := producertest.ShardFiles(t, local)
-	index := filepath.Join(t.TempDir(), "train.idx")
-	for k, want := range []int64{2 * shardBytes, shardBytes} {
-		d := startDaemon(t, "--source", "s3://data/train/shard-{000..002}.tar", "--s3-endpoint", server.Endpoint,
-			"--batch-size", "6", "--image-size", "16", "--epochs", "1", "--shard-index", index)
+	spec := "s3://data/train/shard-{000..002}.tar"
+	t.Run("file", func(t *testing.T) {
+		index := filepath.Join(t.TempDir(), "train.idx")
+		mountTwice(t, server, spec, shardBytes, index, "--shard-index", index)
+	})
+	t.Run("default", func(t *testing.T) {
+		t.Setenv("XDG_CACHE_HOME", t.TempDir())
+		index := defaultShardIndex(spec, server.Endpoint)
+		mountTwice(t, server, spec, shardBytes, index)
+		if _, err := os.Stat(index); err != nil {
+			t.Fatalf("the default index file: %v", err)
+		}
+	})
+	t.Run("unwritable", func(t *testing.T) { // the mount goes on, and says so
+		notDir := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("XDG_CACHE_HOME", notDir)
+		d := startDaemon(t, "--source", spec, "--s3-endpoint", server.Endpoint, "--batch-size", "6", "--image-size", "16", "--epochs", "1")
+		reader, out := consume(t, d, "c")
+		if err := reader.Wait(); err != nil {
+			t.Fatalf("consumer: %v", err)
+		}
+		if batches, _ := readCopies(t, out); countSamples(batches) != 20 {
+			t.Fatalf("%d samples, want 20", countSamples(batches))
+		}
+		want := "; index not written to " + defaultShardIndex(spec, server.Endpoint) + ": "
+		if st := readFile(t, filepath.Join(d.dir, "status")); !strings.Contains(st, want) {
+			t.Fatalf("status does not say %q:\n%s", want, st)
+		}
+	})
+	t.Run("none", func(t *testing.T) {
+		cache := t.TempDir()
+		t.Setenv("XDG_CACHE_HOME", cache)
+		mountTwice(t, server, spec, shardBytes, "", "--shard-index", "none")
+		if left, _ := os.ReadDir(cache); len(left) != 0 {
+			t.Fatalf("--shard-index none wrote %v in the cache directory", left)
+		}
+	})
+}
+
+// mountTwice mounts spec twice, one after the other, with args,
+// one consumer reading one epoch of each: the first mount reads the
+// shards twice (an index pass, then the epoch); the second, where index
+// is not "", reads the index file instead and the shards once.
+func mountTwice(t *testing.T, server *s3test.Server, spec string, shardBytes int64, index string, args ...string) {
+	t.Helper()
+	second, secondFate := 2*shardBytes, "" // without an index file
+	if index != "" {
+		second, secondFate = shardBytes, "read from "+index
+	}
+	firstFate := ""
+	if index != "" {
+		firstFate = "written to " + index
+	}
+	for k, want := range []int64{2 * shardBytes, second} {
+		d := startDaemon(t, append([]string{"--source", spec, "--s3-endpoint", server.Endpoint,
+			"--batch-size", "6", "--image-size", "16", "--epochs", "1"}, args...)...)
 		reader, out := consume(t, d, "c")
 		if err := reader.Wait(); err != nil {
 			t.Fatalf("consumer: %v", err)
@@ -149,11 +206,12 @@ func TestMountReadsTheShardIndexFile(t *testing.T) {
 		}
 		// What status says of it: the index file's fate, 3 shards read
 		// whole, none read ahead in vain (one epoch, one consumer).
-		fate := []string{"written to ", "read from "}[k] + index
+		fate := []string{firstFate, secondFate}[k]
 		if sh := doc.Shards; sh == nil || sh.Index != fate || sh.Reads != 3 || sh.ReadBytes != shardBytes || sh.Wasted != 0 || sh.Memory != 512<<20 {
 			t.Fatalf("mount %d: status.json shards %+v, want index %q, 3 whole reads of %d bytes", k+1, doc.Shards, fate, shardBytes)
 		}
-		if st := readFile(t, filepath.Join(d.dir, "status")); !strings.Contains(st, "shards: ") || !strings.Contains(st, "; 3 read whole (") || !strings.Contains(st, "; index "+fate+"\n") {
+		st := readFile(t, filepath.Join(d.dir, "status"))
+		if !strings.Contains(st, "shards: ") || !strings.Contains(st, "; 3 read whole (") || (fate != "" && !strings.Contains(st, "; index "+fate+"\n")) {
 			t.Fatalf("mount %d: status:\n%s", k+1, st)
 		}
 		if m := readFile(t, filepath.Join(d.dir, "metrics")); !strings.Contains(m, "tsock_shard_whole_reads_total 3\n") {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,9 +24,9 @@ import (
 // core with a mount's GOMAXPROCS, with a buffer of three batches (the
 // producer cannot run ahead and be timed as if it were the reader's
 // speed), and returns images/s over the whole first epoch and over the
-// later ones together. firstDone, if given, is called once the first
-// epoch is made.
-func epochRates(b *testing.B, src source.Source, epochs, fetch int, firstDone ...func()) (first, later float64) {
+// later ones together, and the time to the first batch. firstDone, if
+// given, is called once the first epoch is made.
+func epochRates(b *testing.B, src source.Source, epochs, fetch int, firstDone ...func()) (first, later float64, firstBatch time.Duration) {
 	b.Helper()
 	cfg := producer.Config{Source: src, BatchSize: 64, ImageSize: 224, Epochs: epochs, Workers: runtime.NumCPU(),
 		Seed: 1, Layout: pipeline.NCHW, Transform: pipeline.Train, Fetch: fetch}
@@ -45,6 +47,9 @@ func epochRates(b *testing.B, src source.Source, epochs, fetch int, firstDone ..
 	go func() { done <- p.Run(ctx) }()
 	var firstEnd time.Time
 	producertest.Drain(b, ctx, store, func(ref batchstore.Ref, _ *batchstore.Lease) {
+		if firstBatch == 0 {
+			firstBatch = time.Since(start)
+		}
 		if ref.Epoch == 0 {
 			firstEnd = time.Now()
 		} else if ref.Epoch == 1 && len(firstDone) > 0 {
@@ -58,7 +63,7 @@ func epochRates(b *testing.B, src source.Source, epochs, fetch int, firstDone ..
 		b.Fatal(err)
 	}
 	n := float64(src.Len())
-	return n / firstEnd.Sub(start).Seconds(), n * float64(epochs-1) / end.Sub(firstEnd).Seconds()
+	return n / firstEnd.Sub(start).Seconds(), n * float64(epochs-1) / end.Sub(firstEnd).Seconds(), firstBatch
 }
 
 // benchShards puts the images of TSOCK_BENCH_DIR (an ImageFolder) as
@@ -89,14 +94,14 @@ func BenchmarkRemoteEpochs(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f1, fl := epochRates(b, folder, 3, 0)
+		f1, fl, _ := epochRates(b, folder, 3, 0)
 		shards, err := source.OpenContext(context.Background(), spec, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		s1, sl := epochRates(b, shards, 3, 64)
+		s1, sl, _ := epochRates(b, shards, 3, 64)
 		cached := source.NewCache(shards, 8<<30)
-		c1, cl := epochRates(b, cached, 3, 64)
+		c1, cl, _ := epochRates(b, cached, 3, 64)
 		fmt.Printf("remote-epochs folder %.0f %.0f s3 %.0f %.0f s3-cache %.0f %.0f\n", f1, fl, s1, sl, c1, cl)
 	}
 }
@@ -156,19 +161,37 @@ func BenchmarkRemoteLatency(b *testing.B) {
 	files, shardBytes := producertest.ShardFiles(b, local)
 	proxy := s3test.StartProxy(b, server, func(int) s3test.Fault { return s3test.Pass })
 	const epochs = 3
+	// TSOCK_BENCH_DELAYS and TSOCK_BENCH_MODES (comma-separated) pick a
+	// part: 100 and whole, say, for the first epoch's fixed cost on a
+	// larger set.
+	delays := []time.Duration{0, 30 * time.Millisecond, 100 * time.Millisecond}
+	if v := os.Getenv("TSOCK_BENCH_DELAYS"); v != "" {
+		delays = nil
+		for _, ms := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(ms)
+			if err != nil {
+				b.Fatalf("TSOCK_BENCH_DELAYS %q: %v", v, err)
+			}
+			delays = append(delays, time.Duration(n)*time.Millisecond)
+		}
+	}
+	modes := []string{"whole", "whole-fits", "per-sample", "whole-cache", "whole-indexed"}
+	if v := os.Getenv("TSOCK_BENCH_MODES"); v != "" {
+		modes = strings.Split(v, ",")
+	}
 	index := filepath.Join(b.TempDir(), "train.idx")
 	if _, err := source.OpenWith(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint), ShardIndex: index}); err != nil {
 		b.Fatal(err) // the earlier mount that wrote it
 	}
 	for b.Loop() {
-		for _, delay := range []time.Duration{0, 30 * time.Millisecond, 100 * time.Millisecond} {
+		for _, delay := range delays {
 			folder, err := source.Open(dir)
 			if err != nil {
 				b.Fatal(err)
 			}
-			f1, fl := epochRates(b, folder, epochs, 0)
-			fmt.Printf("remote-latency %d folder %.0f %.0f 0 0 %d %d 0 0\n", delay.Milliseconds(), f1, fl, files, shardBytes)
-			for _, mode := range []string{"whole", "whole-fits", "per-sample", "whole-cache", "whole-indexed"} {
+			f1, fl, fb := epochRates(b, folder, epochs, 0)
+			fmt.Printf("remote-latency %d folder %.0f %.0f 0 0 %d %d 0 0 %d\n", delay.Milliseconds(), f1, fl, files, shardBytes, fb.Milliseconds())
+			for _, mode := range modes {
 				proxy.Delay.Store(0)
 				opts := source.Options{S3: s3Config(proxy.Endpoint)}
 				if mode == "whole-indexed" {
@@ -194,10 +217,10 @@ func BenchmarkRemoteLatency(b *testing.B) {
 				req0, bytes0 := st.Requests.Load(), st.Bytes.Load()
 				var firstBytes int64
 				proxy.Delay.Store(int64(delay))
-				s1, sl := epochRates(b, src, epochs, 64, func() { firstBytes = indexBytes + st.Bytes.Load() - bytes0 })
+				s1, sl, fb := epochRates(b, src, epochs, 64, func() { firstBytes = indexBytes + st.Bytes.Load() - bytes0 })
 				req, bytes := st.Requests.Load()-req0, st.Bytes.Load()-bytes0
-				fmt.Printf("remote-latency %d %s %.0f %.0f %.1f %.0f %d %d %d %d\n", delay.Milliseconds(), mode, s1, sl,
-					float64(req)/epochs, float64(bytes)/epochs, files, shardBytes, firstBytes, indexBytes)
+				fmt.Printf("remote-latency %d %s %.0f %.0f %.1f %.0f %d %d %d %d %d\n", delay.Milliseconds(), mode, s1, sl,
+					float64(req)/epochs, float64(bytes)/epochs, files, shardBytes, firstBytes, indexBytes, fb.Milliseconds())
 			}
 		}
 	}

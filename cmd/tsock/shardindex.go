@@ -1,0 +1,68 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/tsock/tsock/producer/source"
+)
+
+// noShardIndex is the --shard-index value that keeps no index file.
+const noShardIndex = "none"
+
+// resolveShardIndex turns --shard-index into the file the source reads
+// and writes ("" for none). Indexing tar shards reads every byte of them
+// (a tar's headers lie between its members), so without a file the first
+// epoch of every mount reads the dataset twice; by default the index is
+// therefore kept per dataset in the user's cache directory, and only a
+// node's first mount of a dataset pays for it (a $HOME on a shared file
+// system: a cluster's first). The file is trusted only for shards still
+// the version it was made from, so a stale one costs an index pass, never
+// a wrong sample.
+func (c *mountCommand) resolveShardIndex() error {
+	switch {
+	case c.shardIndex == noShardIndex:
+		c.shardIndex = ""
+	case c.shardIndex == "":
+		if source.IsShardSpec(c.source) {
+			c.shardIndex, c.shardIndexAuto = defaultShardIndex(c.source, c.s3.Endpoint), true
+		}
+	case !source.IsShardSpec(c.source):
+		return fmt.Errorf("--shard-index %s: for tar shards only (a --source ending in .tar)", c.shardIndex)
+	default:
+		if st, err := os.Stat(filepath.Dir(c.shardIndex)); err != nil || !st.IsDir() {
+			return fmt.Errorf("--shard-index %s: its directory does not exist", c.shardIndex)
+		}
+	}
+	return nil
+}
+
+// defaultShardIndex is the index file of the shards spec names (at
+// endpoint, for s3://) in the user's cache directory: $XDG_CACHE_HOME, else
+// ~/.cache, then tsock/shard-index/, named by a hash of the two (a local
+// spec made absolute). "" where there is no cache directory ($HOME unset).
+func defaultShardIndex(spec, endpoint string) string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	if !source.IsS3Spec(spec) {
+		if abs, err := filepath.Abs(spec); err == nil {
+			spec = abs
+		}
+	}
+	sum := sha256.Sum256([]byte(spec + "\n" + endpoint))
+	return filepath.Join(dir, "tsock", "shard-index", hex.EncodeToString(sum[:8])+".idx")
+}
+
+// makeShardIndexDir makes the default index file's directory. Where it
+// cannot, the mount goes on: the index is built and its write fails, said
+// on the log and in status ("not written to FILE: why").
+func (c *mountCommand) makeShardIndexDir() {
+	if c.shardIndexAuto && c.shardIndex != "" {
+		os.MkdirAll(filepath.Dir(c.shardIndex), 0o700) // its error is the write's, later
+	}
+}
