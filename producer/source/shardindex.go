@@ -160,15 +160,17 @@ func (d *indexDecoder) str() string {
 
 // loadIndex is the index of shards names from the file at path, if the
 // file is an index of exactly these shards, each still the version it
-// was indexed from; else nil, saying why on the log.
-func loadIndex(ctx context.Context, path string, names []string, files shardFiles) []shardIndex {
+// was indexed from; else nil, saying why on the log. A shard whose
+// version cannot be learnt (gone, access denied) is an error: indexing it
+// again would fail the same way, after a misleading word on the log.
+func loadIndex(ctx context.Context, path string, names []string, files shardFiles) ([]shardIndex, error) {
 	data, err := readIndexFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
-	stale := func(why string, args ...any) []shardIndex {
+	stale := func(why string, args ...any) ([]shardIndex, error) {
 		slog.Info("shard index file not used: the shards are indexed again and it is rewritten", append([]any{"file", path, "why", why}, args...)...)
-		return nil
+		return nil, nil
 	}
 	if err != nil {
 		return stale(err.Error())
@@ -185,22 +187,30 @@ func loadIndex(ctx context.Context, path string, names []string, files shardFile
 			return stale("it indexes other shards", "its", have[k], "shard", names[k])
 		}
 	}
-	changed := make([]string, len(names))
+	changed, errs := make([]bool, len(names)), make([]error, len(names))
 	inParallel(len(names), files.parallel(), func(k int) {
 		version, size, err := files.version(ctx, names[k])
-		switch {
-		case err != nil:
-			changed[k] = err.Error()
-		case version != ixs[k].version || size != ixs[k].size:
-			changed[k] = "changed since it was indexed"
-		}
+		errs[k], changed[k] = err, err == nil && (version != ixs[k].version || size != ixs[k].size)
 	})
-	for k, why := range changed {
-		if why != "" {
-			return stale("a shard is not the one indexed", "shard", names[k], "reason", why)
+	if err := firstError(errs); err != nil {
+		return nil, err
+	}
+	for k := range changed {
+		if changed[k] {
+			return stale("a shard is not the one indexed", "shard", names[k], "reason", "changed since it was indexed")
 		}
 	}
-	return ixs
+	return ixs, nil
+}
+
+// firstError is the first of errs that is not nil.
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readIndexFile reads path, refusing anything but a regular file of at

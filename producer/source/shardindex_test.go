@@ -104,6 +104,27 @@ func TestShardIndexFileSkipsTheIndexPass(t *testing.T) {
 	if _, log := open(); methods(log)["GET"] != 0 {
 		t.Fatalf("after a damaged index file was rewritten: %v, want no GET", methods(log))
 	}
+
+	// A shard the file names that cannot be checked fails the open, naming
+	// it, before any shard is streamed: indexing again would fail the
+	// same way, after a log line promising to. Refused credentials, then
+	// a shard gone.
+	failing := func(what, shard string) {
+		t.Helper()
+		before := len(proxy.Log())
+		src, err := source.OpenWith(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint), ShardIndex: index})
+		if err == nil || !strings.Contains(err.Error(), shard) || methods(proxy.Log()[before:])["GET"] != 0 {
+			t.Fatalf("%s: %v, %v; want an error naming %s, no shard streamed:\n%s", what, src, err, shard, strings.Join(proxy.Log()[before:], "\n"))
+		}
+	}
+	secret := os.Getenv("AWS_SECRET_ACCESS_KEY")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret-value")
+	failing("refused credentials", "shard-000.tar")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	if err := os.Remove(filepath.Join(server.Root, "data", "train", "shard-003.tar")); err != nil {
+		t.Fatal(err)
+	}
+	failing("a shard gone", "shard-003.tar")
 }
 
 // TestLocalShardIndexFollowsItsShards: local shards with an index file:

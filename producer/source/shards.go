@@ -88,7 +88,9 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, ind
 	var indexes []shardIndex
 	index := ""
 	if indexPath != "" {
-		if indexes = loadIndex(ctx, indexPath, paths, files); indexes != nil {
+		if indexes, err = loadIndex(ctx, indexPath, paths, files); err != nil {
+			return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
+		} else if indexes != nil {
 			index = "read from " + indexPath
 		}
 	}
