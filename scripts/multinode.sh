@@ -9,11 +9,13 @@
 #
 #   scripts/multinode.sh [IMAGES]        default 600 real photographs
 #
-# Three settings: --shard-memory 16MiB (the dataset larger than it holds,
+# Four settings: --shard-memory 16MiB (the dataset larger than it holds,
 # as ImageNet is for the default: each later epoch reads the shards once,
 # less the first ones it keeps across the epoch's end), the default
-# 512MiB (this small dataset fits half of it: read once, held), and
-# 16MiB with --cache 1GiB.
+# 512MiB (this small dataset fits half of it: read once, held), 16MiB
+# with --cache 1GiB, each node indexing the shards at its mount
+# (--shard-index none); then 16MiB with a --shard-index file that an
+# earlier mount wrote, as on a file system every node sees.
 # What it shows: each node reads the dataset from the store once per
 # epoch without --cache, and once in all with it (later epochs: 0 bytes);
 # nodes do not coordinate, so the store serves N nodes N times the
@@ -90,20 +92,25 @@ run() {
 }
 
 dataset=$(du -cb "$work/s3/data/shards"/*.tar | tail -1 | cut -f1)
-echo "| node | --shard-memory | --cache | bytes from the store, first epoch (index at mount included) | each later epoch |" >&3
-echo "|---|---|---|---|---|" >&3
-for mode in streaming default cache; do
+echo "| node | --shard-memory | --cache | shards' index | bytes from the store, first epoch (index at mount included) | each later epoch |" >&3
+echo "|---|---|---|---|---|---|" >&3
+for mode in streaming default cache shared-index; do
+	index="made at mount"
 	case $mode in
 	streaming) flags=(--shard-memory 16MiB) memory=16MiB cache=off ;;
 	default) flags=() memory=512MiB cache=off ;;
 	cache) flags=(--shard-memory 16MiB --cache 1GiB) memory=16MiB cache=1GiB ;;
+	shared-index)
+		flags=(--shard-memory 16MiB --shard-index "$work/shared.idx") memory=16MiB cache=off index="a shared file"
+		nodes=1 run 1 "${flags[@]}" >/dev/null # the earlier mount that writes it
+		;;
 	esac
 	echo "== $nodes nodes, ${flags[*]}: 1 epoch, then 3"
 	mapfile -t one < <(run 1 "${flags[@]}")
 	mapfile -t three < <(run 3 "${flags[@]}")
 	for n in $(seq 0 $((nodes - 1))); do
 		later=$(((three[n] - one[n]) / 2))
-		printf '| %d | %s | %s | %s (%.2fx the shards) | %s (%.2fx) |\n' $((n + 1)) "$memory" "$cache" \
+		printf '| %d | %s | %s | %s | %s (%.2fx the shards) | %s (%.2fx) |\n' $((n + 1)) "$memory" "$cache" "$index" \
 			"$(numfmt --to=iec-i --suffix=B "${one[n]}")" "$(awk -v a="${one[n]}" -v b="$dataset" 'BEGIN { print a / b }')" \
 			"$(numfmt --to=iec-i --suffix=B "$later")" "$(awk -v a="$later" -v b="$dataset" 'BEGIN { print a / b }')" >&3
 	done
