@@ -56,9 +56,7 @@ rss() { awk '/^VmRSS:/ { print $2 * 1024 }' "/proc/$daemon/status"; }
 hwm() { awk '/^VmHWM:/ { print $2 * 1024 }' "/proc/$daemon/status"; }
 # The earlier mount that writes the index file the shards-indexed runs read.
 mount_bg --source "$work/shards/train-{000000..001281}.tar" --shard-index "$work/train.idx" --epochs 1 >/dev/null
-kill -TERM "$daemon"
-wait "$daemon" || true
-daemon=
+unmount
 for run in $(seq "$runs"); do
 	for kind in folder shards shards-64 shards-indexed; do
 		src="$work/folder" more=()
@@ -85,9 +83,7 @@ while True:
 print(f"{j} batches", file=sys.stderr)
 PY
 		echo "scale $kind $(awk "BEGIN { print $ready - $start }") $after_mount $(rss) $(hwm)" >>"$work/results.txt"
-		kill -TERM "$daemon"
-		wait "$daemon" || true
-		daemon=
+		unmount
 	done
 done
 "$py" - "$work/results.txt" "$epochs" >&3 <<'PY'

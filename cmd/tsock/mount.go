@@ -67,11 +67,8 @@ type mountFlags struct {
 	// shuffled across); 0: each sample read alone.
 	shardMemory int64
 	shardIndex  string // the tar shards' index file: "" for none
-	// shardIndexAuto: shardIndex is the default, in the user's cache
-	// directory (shardindex.go)
-	shardIndexAuto bool
-	keepAuto       bool // --keep auto: as much as --buffer with eval, else none
-	fetchAuto      bool // --fetch auto: defaultRemoteFetch for s3://, else 0
+	keepAuto    bool   // --keep auto: as much as --buffer with eval, else none
+	fetchAuto   bool   // --fetch auto: defaultRemoteFetch for s3://, else 0
 
 	device     string // "" without --device
 	deviceSpec gpu.DeviceSpec
@@ -380,7 +377,6 @@ func (c *mountCommand) setUp(ctx context.Context) error {
 	if c.ingestMode {
 		return c.setUpIngest(limit)
 	}
-	c.makeShardIndexDir()
 	src, err := source.OpenWith(ctx, c.source, source.Options{S3: c.s3, ShardIndex: c.shardIndex})
 	if err != nil {
 		return err

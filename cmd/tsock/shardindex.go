@@ -28,7 +28,7 @@ func (c *mountCommand) resolveShardIndex() error {
 		c.shardIndex = ""
 	case c.shardIndex == "":
 		if source.IsShardSpec(c.source) {
-			c.shardIndex, c.shardIndexAuto = defaultShardIndex(c.source, c.s3.Endpoint), true
+			c.shardIndex = defaultShardIndex(c.source, c.s3.Endpoint)
 		}
 	case !source.IsShardSpec(c.source):
 		return fmt.Errorf("--shard-index %s: for tar shards only (a --source ending in .tar)", c.shardIndex)
@@ -56,13 +56,4 @@ func defaultShardIndex(spec, endpoint string) string {
 	}
 	sum := sha256.Sum256([]byte(spec + "\n" + endpoint))
 	return filepath.Join(dir, "tsock", "shard-index", hex.EncodeToString(sum[:8])+".idx")
-}
-
-// makeShardIndexDir makes the default index file's directory. Where it
-// cannot, the mount goes on: the index is built and its write fails, said
-// on the log and in status ("not written to FILE: why").
-func (c *mountCommand) makeShardIndexDir() {
-	if c.shardIndexAuto && c.shardIndex != "" {
-		os.MkdirAll(filepath.Dir(c.shardIndex), 0o700) // its error is the write's, later
-	}
 }

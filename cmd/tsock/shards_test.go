@@ -55,12 +55,7 @@ func TestMountServesTarShards(t *testing.T) {
 // wrong credentials exit 1 with one line that names the problem, and no
 // secret.
 func TestMountServesShardsFromS3(t *testing.T) {
-	server := s3test.Start(t, "data")
-	dir := producertest.Folder(t, 20, 2)
-	local := producertest.Shards(t, dir, 8)
-	if err := os.CopyFS(filepath.Join(server.Root, "data", "train"), os.DirFS(filepath.Dir(local))); err != nil {
-		t.Fatal(err)
-	}
+	server, _ := shardsInS3(t)
 	spec := "s3://data/train/shard-{000..002}.tar"
 	cacheDir := t.TempDir()
 	d := startDaemon(t, "--source", spec, "--s3-endpoint", server.Endpoint, "--batch-size", "6", "--image-size", "16", "--epochs", "2",
@@ -123,12 +118,7 @@ func TestMountServesShardsFromS3(t *testing.T) {
 // same without the flag, the file in the user's cache directory; with
 // --shard-index none, each mount indexes the shards.
 func TestMountReadsTheShardIndexFile(t *testing.T) {
-	server := s3test.Start(t, "data")
-	dir := producertest.Folder(t, 20, 2)
-	local := producertest.Shards(t, dir, 8)
-	if err := os.CopyFS(filepath.Join(server.Root, "data", "train"), os.DirFS(filepath.Dir(local))); err != nil {
-		t.Fatal(err)
-	}
+	server, local := shardsInS3(t)
 	_, shardBytes := producertest.ShardFiles(t, local)
 	spec := "s3://data/train/shard-{000..002}.tar"
 	t.Run("file", func(t *testing.T) {
@@ -228,4 +218,17 @@ func countSamples(batches []*batchfile.Batch) int {
 		n += len(b.Indices)
 	}
 	return n
+}
+
+// shardsInS3 starts a real S3 server holding 20 samples of 2 classes as
+// shards of 8, data/train/shard-000.tar to shard-002.tar: the server and
+// the same shards' local spec.
+func shardsInS3(t *testing.T) (*s3test.Server, string) {
+	t.Helper()
+	server := s3test.Start(t, "data")
+	local := producertest.Shards(t, producertest.Folder(t, 20, 2), 8)
+	if err := os.CopyFS(filepath.Join(server.Root, "data", "train"), os.DirFS(filepath.Dir(local))); err != nil {
+		t.Fatal(err)
+	}
+	return server, local
 }

@@ -237,8 +237,12 @@ func readIndexFile(path string) ([]byte, error) {
 
 // saveIndex writes the index file atomically: to a temporary file beside
 // path, renamed over it, so that a mount reading it meanwhile, or a
-// crash, never sees half a file.
+// crash, never sees half a file. Its directory is made where missing (the
+// default one, in the user's cache directory, is not there at first).
 func saveIndex(path string, names []string, ixs []shardIndex) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
