@@ -13,12 +13,12 @@ require (
 
 require (
 	github.com/NVIDIA/go-nvml v0.13.3-0
+	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/minio/minio-go/v7 v7.4.1
 	go.yaml.in/yaml/v3 v3.0.5
 )
 
 require (
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/klauspost/compress v1.19.2 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect

@@ -3,7 +3,7 @@ package batchstore
 import (
 	"errors"
 	"fmt"
-	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -17,8 +17,11 @@ var ErrSkipBudget = errors.New("more samples skipped than --max-skipped allows")
 // its own bytes say (a corrupt or unreadable file): a count, or a share
 // of the dataset. The zero value bounds nothing.
 type SkipBudget struct {
-	count    int     // at most this many (with percent 0)
-	percent  float64 // else at most this percent of the dataset
+	count int // at most this many (without percent)
+	// else at most num/den of the dataset, rounded down: integers, so
+	// that 29% of 200 is 58, not the 57 of 0.29*200 in floating point.
+	num, den uint64
+	percent  bool
 	bounded  bool
 	asString string
 }
@@ -28,24 +31,46 @@ type SkipBudget struct {
 // lost a tenth: a mount of a half-copied folder or a failing disk.
 const DefaultSkipBudget = "10%"
 
+// maxPercentDigits bounds a percentage's decimals: 0.000001% of the
+// largest dataset is still a sample.
+const maxPercentDigits = 6
+
 // ParseSkipBudget reads --max-skipped: a whole number of samples ("0":
-// none may be skipped), or a percentage of the dataset ("10%").
+// none may be skipped), or a percentage of the dataset from 0% to 100%,
+// in decimals ("10%", "2.5%": at most 6 after the point).
 func ParseSkipBudget(s string) (SkipBudget, error) {
 	b := SkipBudget{bounded: true, asString: s}
+	bad := fmt.Errorf("max-skipped %q: want a whole number of samples or a percentage from 0%% to 100%% (at most %d decimals)", s, maxPercentDigits)
 	if p, ok := strings.CutSuffix(s, "%"); ok {
-		v, err := strconv.ParseFloat(p, 64)
-		if err != nil || math.IsNaN(v) || v < 0 || v > 100 {
-			return SkipBudget{}, fmt.Errorf("max-skipped %q: want a whole number of samples or a percentage from 0%% to 100%%", s)
+		whole, frac, _ := strings.Cut(p, ".")
+		if whole == "" || len(frac) > maxPercentDigits || !allDigits(whole) || !allDigits(frac) || len(whole) > 3 {
+			return SkipBudget{}, bad
 		}
-		b.percent = v
+		digits, _ := strconv.ParseUint(whole+frac, 10, 64)
+		b.num, b.den, b.percent = digits, 100*pow10(len(frac)), true
+		if b.num > b.den {
+			return SkipBudget{}, bad
+		}
 		return b, nil
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return SkipBudget{}, fmt.Errorf("max-skipped %q: want a whole number of samples or a percentage from 0%% to 100%%", s)
+	if err != nil || n < 0 || !allDigits(s) {
+		return SkipBudget{}, bad
 	}
 	b.count = n
 	return b, nil
+}
+
+func allDigits(s string) bool {
+	return strings.Trim(s, "0123456789") == ""
+}
+
+func pow10(n int) uint64 {
+	p := uint64(1)
+	for range n {
+		p *= 10
+	}
+	return p
 }
 
 // String is the budget as given.
@@ -61,13 +86,12 @@ func (b SkipBudget) Allowed(samples int) int {
 	switch {
 	case !b.bounded:
 		return -1
-	case b.percent > 0:
-		// Never more than samples: a float at or past an int's range
-		// converts to anything.
-		if f := math.Floor(b.percent / 100 * float64(samples)); f < float64(samples) {
-			return max(int(f), 0)
-		}
-		return max(samples, 0)
+	case b.percent:
+		// floor(samples * num / den) in 128 bits: num <= den keeps the
+		// high word below den, and the result at most samples.
+		hi, lo := bits.Mul64(uint64(max(samples, 0)), b.num)
+		q, _ := bits.Div64(hi, lo, b.den)
+		return int(q)
 	}
 	return b.count
 }

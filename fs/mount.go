@@ -255,6 +255,12 @@ func checkDevFuse() error {
 }
 
 func checkMountpoint(dir string) error {
+	// Never through a link: one planted in a shared directory (/dev/shm,
+	// /tmp) would have a daemon running as root mount over its target.
+	if lst, err := os.Lstat(dir); err == nil && lst.Mode()&os.ModeSymlink != 0 {
+		target, _ := os.Readlink(dir)
+		return fmt.Errorf("mountpoint %s: a symbolic link (to %s): tsock never mounts through a link; give the directory itself", dir, target)
+	}
 	st, err := os.Stat(dir)
 	if err != nil {
 		if pe, ok := err.(*os.PathError); ok && pe.Err == syscall.ENOTCONN {

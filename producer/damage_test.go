@@ -1,7 +1,9 @@
 package producer_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/pipeline"
 	"github.com/tsock/tsock/producer/producertest"
@@ -26,10 +29,10 @@ type hooked struct {
 	change func(epoch int)
 }
 
-func (h *hooked) Rescan() (int, error) {
+func (h *hooked) Rescan(ctx context.Context) (int, error) {
 	h.epoch++
 	h.change(h.epoch)
-	return h.Folder.Rescan()
+	return h.Folder.Rescan(ctx)
 }
 
 // run produces cfg (a store of three batches) to its end or its failure:
@@ -204,7 +207,169 @@ func TestKeptSamplesFollowTheirFiles(t *testing.T) {
 	if pixels(got[1], 4) != nil {
 		t.Fatal("the deleted file's sample was served from its kept copy")
 	}
-	if st := p.Stats().Snapshot(); st.Skipped != 1 || !strings.Contains(strings.Join(st.RecentSkips, "\n"), deleted) {
-		t.Fatalf("skips %d %v: want the deleted file, counted", st.Skipped, st.RecentSkips)
+	// Under --rescan a file deleted leaves the dataset: removed, not a
+	// skip counted against --max-skipped.
+	if st := p.Stats().Snapshot(); st.Skipped != 0 || st.Removed != 1 {
+		t.Fatalf("skips %d %v, removed %d: want the deleted file removed, not skipped", st.Skipped, st.RecentSkips, st.Removed)
+	}
+}
+
+// shardsHooked is local shards whose plan of each epoch first runs a
+// change to the files: the moment between two epochs.
+type shardsHooked struct {
+	*source.Shards
+	plans  int
+	change func(plan int)
+}
+
+func (h *shardsHooked) PlanEpoch(order, next []int) {
+	if order != nil {
+		h.plans++
+		h.change(h.plans)
+	}
+	h.Shards.PlanEpoch(order, next)
+}
+
+// --keep over tar shards follows its shards as over a folder: a shard
+// deleted after epoch 0 serves nothing from the copies kept of its
+// samples in epoch 1; they fail as without --keep (skipped, counted).
+func TestKeptSamplesFollowTheirShards(t *testing.T) {
+	spec := producertest.Shards(t, producertest.Folder(t, 12, 3), 4)
+	opened, err := source.Open(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards := opened.(*source.Shards)
+	deleted := filepath.Join(filepath.Dir(spec), "shard-001.tar")
+	src := &shardsHooked{Shards: shards, change: func(plan int) {
+		if plan == 2 {
+			if err := os.Remove(deleted); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	cfg := producertest.Config(src, 12, 2, 1)
+	cfg.Transform, cfg.Keep = pipeline.Eval, 1<<20
+	got, p, runErr, readErr := run(t, cfg)
+	if runErr != nil || readErr != nil {
+		t.Fatalf("producer %v, reading %v", runErr, readErr)
+	}
+	epochs := byEpoch(got)
+	if len(epochs[0]) != 12 {
+		t.Fatalf("epoch 0 holds %d samples, want 12", len(epochs[0]))
+	}
+	for _, i := range epochs[1] {
+		if shards.Shard(int(i)) == 1 {
+			t.Fatalf("epoch 1 served sample %d of the deleted shard from its kept copy", i)
+		}
+	}
+	if len(epochs[1]) != 8 {
+		t.Fatalf("epoch 1 holds %v: want the 8 samples of the shards left", epochs[1])
+	}
+	if st := p.Stats().Snapshot(); st.Skipped != 4 {
+		t.Fatalf("%d skipped, want the deleted shard's 4, counted", st.Skipped)
+	}
+}
+
+// What indexing left out counts against --max-skipped, over the dataset
+// it should have been: groups without a label, and a shard cut short
+// (its lost tail taken as what a whole shard holds less what it did).
+// Past the budget the producer is not made at all.
+func TestLeftOutAtIndexingCountsAgainstTheBudget(t *testing.T) {
+	spec := producertest.Shards(t, producertest.Folder(t, 40, 2), 10)
+	// Cut shard 3 in half: its last samples are lost.
+	last := filepath.Join(filepath.Dir(spec), "shard-003.tar")
+	st, err := os.Stat(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(last, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	opened, err := source.Open(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk := opened.(source.Skipper)
+	lost := 40 - opened.Len()
+	if lost < 4 || sk.LeftOut() != lost {
+		t.Fatalf("a shard cut in half: %d samples of 40 indexed, %d counted as left out, want the %d lost", opened.Len(), sk.LeftOut(), lost)
+	}
+	for _, tc := range []struct {
+		budget string
+		fails  bool
+	}{{fmt.Sprint(lost - 1), true}, {fmt.Sprint(lost), false}, {fmt.Sprintf("%d%%", lost*100/40-1), true}, {fmt.Sprintf("%d%%", (lost*100+39)/40), false}} {
+		cfg := producertest.Config(opened, 10, 1, 1)
+		if cfg.MaxSkipped, err = batchstore.ParseSkipBudget(tc.budget); err != nil {
+			t.Fatal(err)
+		}
+		store := batchstore.New(producer.StoreConfig(cfg, 1<<24))
+		_, err := producer.New(cfg, store, memfile.NewMemFD())
+		store.Close()
+		if tc.fails != errors.Is(err, batchstore.ErrSkipBudget) {
+			t.Fatalf("--max-skipped %s with %d of 40 left out: %v", tc.budget, lost, err)
+		}
+	}
+}
+
+// Under --rescan, files removed from the folder leave the dataset: they
+// are not samples lost, and never count against --max-skipped (here 0),
+// whether the removal is seen by a read mid-epoch or by the next listing.
+// Before, each vanished file was a skip and the run failed.
+func TestRescanRemovedFilesLeaveTheData(t *testing.T) {
+	dir := producertest.Folder(t, 20, 2)
+	folder, err := source.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := []int{3, 7, 12}
+	src := &hooked{Folder: folder, change: func(epoch int) {
+		if epoch == 1 { // between epochs 0 and 1: the listing sees it
+			if err := os.Remove(folder.Name(gone[2])); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	cfg := producertest.Config(src, 5, 3, 1)
+	cfg.Rescan = true
+	if cfg.MaxSkipped, err = batchstore.ParseSkipBudget("0"); err != nil {
+		t.Fatal(err)
+	}
+	r := producertest.StartProducer(t, cfg, time.Minute)
+	got, readErr := r.Read(t, func(j uint64, _ *batchfile.Batch) {
+		if j == 0 { // mid-epoch 0: a read may meet it
+			for _, i := range gone[:2] {
+				if err := os.Remove(folder.Name(i)); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	})
+	r.Cancel()
+	if runErr := <-r.Done; runErr != nil || readErr != nil {
+		t.Fatalf("producer %v, reading %v", runErr, readErr)
+	}
+	left := producertest.All(20)
+	left = slices.DeleteFunc(left, func(i int) bool { return slices.Contains(gone, i) })
+	epochs := byEpoch(got)
+	for e := range 3 {
+		seen := map[int64]int{}
+		for _, i := range epochs[e] {
+			seen[i]++
+			if seen[i] > 1 {
+				t.Fatalf("epoch %d holds sample %d twice", e, i)
+			}
+		}
+		for _, i := range left {
+			if seen[int64(i)] != 1 {
+				t.Fatalf("epoch %d lacks sample %d: %v", e, i, epochs[e])
+			}
+		}
+	}
+	if len(epochs[2]) != len(left) {
+		t.Fatalf("epoch 2 holds %v, want the %d files left", epochs[2], len(left))
+	}
+	if st := r.P.Stats().Snapshot(); st.Skipped != 0 || st.Removed != len(gone) {
+		t.Fatalf("%d skipped %v, %d removed: want 0 skipped, %d removed", st.Skipped, st.RecentSkips, st.Removed, len(gone))
 	}
 }

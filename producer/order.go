@@ -32,7 +32,7 @@ func (p *Producer) expectNext(e int, order []int) []int {
 	if _, cached := p.cfg.Source.(*source.Cache); (cached && e == 0) || (p.cfg.Epochs > 0 && e+1 >= p.cfg.Epochs) {
 		return nil
 	}
-	next, _ := batchstore.StitchOrder(order, 0, nil, func(idx int) bool { return !p.stats.isBad(idx) }, nil, p.shuffler(e+1))
+	next, _ := batchstore.StitchOrder(order, 0, nil, func(idx int) bool { return !p.stats.excluded(idx) }, nil, p.shuffler(e+1))
 	return next
 }
 
@@ -66,7 +66,7 @@ func (p *Producer) orderWithSplits(e int, prev []int, splits map[int]int, wanted
 			prev[i] = i
 		}
 	}
-	return batchstore.StitchOrder(prev, p.cfg.Source.Len(), splits, func(idx int) bool { return !p.stats.isBad(idx) }, wanted, p.shuffler(e))
+	return batchstore.StitchOrder(prev, p.cfg.Source.Len(), splits, func(idx int) bool { return !p.stats.excluded(idx) }, wanted, p.shuffler(e))
 }
 
 // shuffler shuffles each piece of epoch e's order: nil where the

@@ -118,7 +118,18 @@ func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator) (*Produc
 		return nil, err
 	}
 	p := &Producer{cfg: cfg, store: store, alloc: alloc, stats: newStats(), useTurbo: useTurbo, decoder: describe}
-	p.stats.budget = func(skipped int) error { return cfg.MaxSkipped.Check(skipped, cfg.Source.Len()) }
+	// What the source left out at open counts as skipped, over the
+	// dataset it should have been: a run fails at once on shards that
+	// lost more than the budget before a sample is made.
+	leftOut := 0
+	if sk, ok := source.As[source.Skipper](cfg.Source); ok {
+		leftOut = sk.LeftOut()
+	}
+	p.stats.rescan = cfg.Rescan
+	p.stats.budget = func(skipped int) error { return cfg.MaxSkipped.Check(leftOut+skipped, leftOut+cfg.Source.Len()) }
+	if err := p.stats.budget(0); err != nil {
+		return nil, fmt.Errorf("%s: left out when it was opened: %w", cfg.Source.Describe(), err)
+	}
 	if cfg.Keep > 0 {
 		p.kept = newKept(cfg.Keep)
 	}
@@ -222,7 +233,7 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 			return err
 		}
 		if p.cfg.Rescan && epoch > 0 {
-			p.rescan(epoch)
+			p.rescan(ctx, epoch)
 		}
 		order = p.plan(epoch, order)
 		if len(order) == 0 {
@@ -289,15 +300,19 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 
 // rescan lists the source again before epoch is planned, so that the
 // epoch holds what was added. A failed listing keeps the samples known.
-func (p *Producer) rescan(epoch int) {
+func (p *Producer) rescan(ctx context.Context, epoch int) {
 	r, ok := source.As[source.Rescanner](p.cfg.Source)
 	if !ok {
 		return
 	}
-	added, err := r.Rescan()
+	added, err := r.Rescan(ctx)
 	if err != nil {
 		slog.Warn("rescan failed: the samples known stay", "err", err)
 		return
+	}
+	if removed := r.Removed(); len(removed) > 0 || p.stats.Snapshot().Removed > 0 {
+		p.stats.setRemoved(removed)
+		slog.Info("rescan: files gone from the folder leave the dataset", "removed", len(removed), "epoch", epoch)
 	}
 	if v, ok := source.As[source.Versioned](p.cfg.Source); ok {
 		if retried := p.stats.retryChanged(v); len(retried) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sync"
 	"time"
 
@@ -22,11 +23,15 @@ type Stats struct {
 	epochLen  int // samples in its order
 	epochDone int // samples of it made or skipped
 	bad       map[int]badSample
-	budget    func(skipped int) error // the skip budget's check
-	recent    []string                // the last few skip reasons
-	decoded   uint64
-	started   time.Time
-	failure   error
+	// removed: samples whose files left a rescanned folder (--rescan):
+	// out of the dataset, not skipped, not counted against the budget.
+	removed map[int]bool
+	budget  func(skipped int) error // the skip budget's check
+	rescan  bool                    // the source is listed again (--rescan)
+	recent  []string                // the last few skip reasons
+	decoded uint64
+	started time.Time
+	failure error
 	// what rescans added: in all, and the last time
 	addedAll, lastAdded, lastAddedEpoch int
 	lastAddedAt                         time.Time
@@ -42,7 +47,7 @@ func (s *Stats) added(n, epoch int) {
 
 func newStats() *Stats {
 	return &Stats{
-		changed: make(chan struct{}), bad: map[int]badSample{}, started: time.Now(),
+		changed: make(chan struct{}), bad: map[int]badSample{}, removed: map[int]bool{}, started: time.Now(),
 	}
 }
 
@@ -53,6 +58,7 @@ type StatsSnapshot struct {
 	EpochDone   int      // samples of it made or skipped
 	Decoded     uint64   // samples made, all epochs
 	Skipped     int      // distinct samples that failed
+	Removed     int      // samples whose files left a rescanned folder
 	RecentSkips []string // the last few, "path: reason"
 	Failure     string   // why the pipeline stopped, if it did
 	// Added: samples rescans appended, all told; the last one added
@@ -68,7 +74,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 	defer s.mu.Unlock()
 	snap := StatsSnapshot{
 		Epoch: s.epoch, EpochLen: s.epochLen, EpochDone: s.epochDone,
-		Decoded: s.decoded, Skipped: len(s.bad), RecentSkips: append([]string(nil), s.recent...),
+		Decoded: s.decoded, Skipped: len(s.bad), Removed: len(s.removed), RecentSkips: append([]string(nil), s.recent...),
 		Added: s.addedAll, LastAdded: s.lastAdded, LastAddedEpoch: s.lastAddedEpoch, LastAddedAt: s.lastAddedAt,
 		Elapsed: time.Since(s.started),
 	}
@@ -85,11 +91,26 @@ func (s *Stats) Skipped() int {
 	return len(s.bad)
 }
 
-func (s *Stats) isBad(i int) bool {
+// excluded says whether sample i is left out of epochs: skipped, or
+// removed from the source.
+func (s *Stats) excluded(i int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.bad[i]
-	return ok
+	_, bad := s.bad[i]
+	return bad || s.removed[i]
+}
+
+// setRemoved records the samples a rescan no longer found (and only
+// those: one that came back is made again). A sample skipped because
+// its file had gone is removed, not skipped: the budget gets it back.
+func (s *Stats) setRemoved(removed []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.removed)
+	for _, i := range removed {
+		s.removed[i] = true
+		delete(s.bad, i)
+	}
 }
 
 func (s *Stats) beginEpoch(epoch, n int) {
@@ -119,6 +140,10 @@ func (s *Stats) verdict(index int, version string, name func(int) string, err er
 		s.decoded++
 	case remote.StoreFault(err): // not the sample's fault: the pipeline stops on it
 	case errors.Is(err, context.Canceled): // the run is stopping: its reads were cut short
+	case s.rescan && errors.Is(err, fs.ErrNotExist):
+		// A file removed from a rescanned folder: it leaves the dataset
+		// (the next listing confirms it), it is not data lost.
+		s.removed[index] = true
 	case !seen:
 		reason := fmt.Sprintf("%s: %v", name(index), err)
 		s.bad[index] = badSample{reason: reason, version: version}

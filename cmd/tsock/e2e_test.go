@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -402,5 +403,26 @@ func TestUmountFromOutsideExits0(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("daemon still running 30s after umount")
+	}
+}
+
+// A mountpoint that is a symbolic link is refused, its target left as
+// it is: a link planted in a shared directory must not make a daemon
+// running as root mount over what it points to.
+func TestMountNeverFollowsALink(t *testing.T) {
+	target := t.TempDir()
+	link := filepath.Join(t.TempDir(), "tsock-42.n1")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	// A mount that went ahead ends (unmounts) at the deadline, exit 0.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stdout, stderr, code := tsockRun(ctx, "mount", link, "--source", "synthetic:20")
+	if code != exitError || !strings.Contains(stdout+stderr, "symbolic link") {
+		t.Fatalf("a mount through a link: exit %d, %q", code, stdout+stderr)
+	}
+	if mounts, err := os.ReadFile("/proc/self/mounts"); err != nil || strings.Contains(string(mounts), target) {
+		t.Fatalf("the link's target was mounted (%v)", err)
 	}
 }

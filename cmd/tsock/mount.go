@@ -67,6 +67,7 @@ type mountFlags struct {
 	// shuffled across); 0: each sample read alone.
 	shardMemory int64
 	shardIndex  string // the tar shards' index file: "" for none
+	noIndex     string // why none is kept, for status ("" with one)
 	keepAuto    bool   // --keep auto: as much as --buffer with eval, else none
 	fetchAuto   bool   // --fetch auto: defaultRemoteFetch for s3://, else 0
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -25,10 +26,15 @@ const noShardIndex = "none"
 func (c *mountCommand) resolveShardIndex() error {
 	switch {
 	case c.shardIndex == noShardIndex:
-		c.shardIndex = ""
+		c.shardIndex, c.noIndex = "", "none kept (--shard-index none)"
 	case c.shardIndex == "":
 		if source.IsShardSpec(c.source) {
 			c.shardIndex = defaultShardIndex(c.source, c.s3.Endpoint)
+		}
+		if c.shardIndex == "" && source.IsShardSpec(c.source) {
+			// Said, not silent: every mount of these shards indexes them.
+			c.noIndex = "none kept: no cache directory ($XDG_CACHE_HOME and $HOME unset); give --shard-index FILE"
+			slog.Warn("the shards' index is not kept: every mount reads the shards to index them", "why", "no cache directory ($XDG_CACHE_HOME and $HOME unset)", "fix", "--shard-index FILE")
 		}
 	case !source.IsShardSpec(c.source):
 		return fmt.Errorf("--shard-index %s: for tar shards only (a --source ending in .tar)", c.shardIndex)

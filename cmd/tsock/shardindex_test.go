@@ -59,4 +59,14 @@ func TestShardIndexDefaultsToTheCacheDir(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cache, "tsock")); !os.IsNotExist(err) {
 		t.Errorf("parsing made the cache directory: %v", err)
 	}
+	// No cache directory at all: none is kept, and status says why.
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "")
+	c := &mountCommand{}
+	if err := c.Parse([]string{"/mnt/x", "--source", "s3://b/train-{0..9}.tar"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.shardIndex != "" || !strings.Contains(c.noIndex, "$HOME unset") {
+		t.Errorf("$HOME unset: index %q, status says %q; want none, and why", c.shardIndex, c.noIndex)
+	}
 }

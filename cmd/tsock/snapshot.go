@@ -30,6 +30,8 @@ type mountSnapshot struct {
 	remote                     *remoteSnapshot    // with an object-store source
 	shards                     *source.ShardStats // with tar shards
 	leftOut                    []string           // entries listing or indexing the source left out
+	leftOutSamples             int                // the samples they held, as far as known
+	removed                    int                // samples whose files left a rescanned folder
 	dataPath                   string
 	batchInodes                int
 	prunesInodes               bool
@@ -82,7 +84,7 @@ func (c *mountCommand) snapshot() *mountSnapshot {
 	} else {
 		ps := c.producer.Stats().Snapshot()
 		s.producer, s.decoder, failure = &ps, c.producer.Decoder(), ps.Failure
-		s.epoch, s.epochDone, s.epochLen, s.skipped = ps.Epoch, ps.EpochDone, ps.EpochLen, ps.Skipped
+		s.epoch, s.epochDone, s.epochLen, s.skipped, s.removed = ps.Epoch, ps.EpochDone, ps.EpochLen, ps.Skipped, ps.Removed
 		if k, ok := c.producer.Kept(); ok {
 			s.kept = &k
 		}
@@ -105,10 +107,13 @@ func (c *mountCommand) snapshot() *mountSnapshot {
 	}
 	if sh, ok := source.As[*source.Shards](c.cfg.Source); ok {
 		st := sh.Stats()
+		if st.Index == "" {
+			st.Index = c.noIndex
+		}
 		s.shards = &st
 	}
 	if sk, ok := source.As[source.Skipper](c.cfg.Source); ok {
-		s.leftOut = sk.Skipped()
+		s.leftOut, s.leftOutSamples = sk.Skipped(), sk.LeftOut()
 	}
 	s.dataPath, s.batchInodes, s.prunesInodes = c.mounted.DataPath(), c.mounted.BatchInodes(), c.mounted.PrunesInodes()
 	if c.gpu != nil {

@@ -84,7 +84,7 @@ func (c *mountCommand) statusText(s *mountSnapshot) string {
 			if ps.LastAdded > 0 {
 				fmt.Fprintf(&b, " (last %d, before producer epoch %d, %s ago)", ps.LastAdded, ps.LastAddedEpoch, time.Since(ps.LastAddedAt).Round(time.Second))
 			}
-			b.WriteString("\n")
+			fmt.Fprintf(&b, "; removed: %d samples (their files left the folder: out of the dataset, not skipped)\n", ps.Removed)
 		}
 		for _, r := range ps.RecentSkips {
 			fmt.Fprintf(&b, "  skipped: %s\n", printable(r))
@@ -96,7 +96,7 @@ func (c *mountCommand) statusText(s *mountSnapshot) string {
 			b.WriteString(shardsLine(sh))
 		}
 		if left := s.leftOut; len(left) > 0 {
-			fmt.Fprintf(&b, "left out when the source was listed or indexed: %d\n", len(left))
+			fmt.Fprintf(&b, "left out when the source was listed or indexed: %d (%d samples, counted against --max-skipped)\n", len(left), s.leftOutSamples)
 			for _, l := range left[:min(len(left), 3)] {
 				fmt.Fprintf(&b, "  left out: %s\n", printable(l))
 			}

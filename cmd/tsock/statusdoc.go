@@ -32,7 +32,14 @@ type statusDoc struct {
 	Skipped   int         `json:"skipped"`
 	// LeftOut: entries listing or indexing the source could not take
 	// (an unreadable folder, a broken shard tail); status names them.
-	LeftOut   int           `json:"left_out"`
+	LeftOut int `json:"left_out"`
+	// LeftOutSamples: the samples those entries held, as far as known
+	// (a shard's broken tail is taken to hold what a whole shard does
+	// less what it did): they count against --max-skipped.
+	LeftOutSamples int `json:"left_out_samples"`
+	// Removed: samples whose files left a rescanned folder (--rescan):
+	// out of the dataset, not skipped.
+	Removed   int           `json:"removed"`
 	Consumers []consumerDoc `json:"consumers"`
 	GPU       *gpuDoc       `json:"gpu,omitempty"`
 	Cache     *cacheDoc     `json:"cache,omitempty"`  // with --cache
@@ -177,7 +184,7 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 	snap := s.store
 	doc := statusDoc{
 		Version: statusVersion, Uptime: snap.Uptime.Seconds(), DataPath: s.dataPath,
-		State: s.state, StateText: s.stateText, Skipped: s.skipped, LeftOut: len(s.leftOut),
+		State: s.state, StateText: s.stateText, Skipped: s.skipped, LeftOut: len(s.leftOut), LeftOutSamples: s.leftOutSamples, Removed: s.removed,
 		Producer: producerDoc{
 			BatchSize: c.cfg.BatchSize, Epochs: c.cfg.Epochs, Batches: snap.Published, Samples: snap.SamplesPublished,
 			Rate: s.rate, RateOverall: s.rateOverall, RateHistory: s.rateHistory, Waited: snap.ProducerWait.Seconds(),

@@ -386,6 +386,9 @@ func (w *Writer) publish(ctx context.Context, size int64) error {
 	in.mu.Lock()
 	info, commit, err := in.place(h, indices)
 	in.mu.Unlock()
+	if errors.Is(err, batchstore.ErrSkipBudget) {
+		return err // the batch is good, the run is over: EIO, not EINVAL
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", batchstore.ErrBadBatch, err)
 	}

@@ -259,3 +259,43 @@ func TestOrderedEpochsAreExact(t *testing.T) {
 		t.Fatalf("a dataset that shrinks: %v", err)
 	}
 }
+
+// The samples a batch passes over in ordered mode (how a client skips a
+// bad sample) count against --max-skipped as Skip's do: a run whose
+// producer drops a fifth of the data fails, readers get the failure.
+func TestOrderedGapsCountAgainstTheSkipBudget(t *testing.T) {
+	store := batchstore.New(batchstore.Config{Limit: 1 << 20, BatchSize: 4, Epochs: 1, Samples: 10, Measure: batchfile.Measure})
+	t.Cleanup(func() { store.Close() })
+	if err := store.Join("c"); err != nil {
+		t.Fatal(err)
+	}
+	budget, err := batchstore.ParseSkipBudget("10%") // 1 of 10
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{store: store, in: ingest.New(ingest.Config{Samples: 10, MaxSamples: 1 << 20, MaxSkipped: budget}, store, memfile.NewMemFD())}
+	text, err := r.in.Order(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []int64
+	for _, s := range strings.Fields(string(text))[4:] {
+		v, _ := strconv.ParseInt(s, 10, 64)
+		order = append(order, v)
+	}
+	// One gap: within the budget.
+	if err := r.write(t, 0, batch(t, nil, order[1], order[2])); err != nil {
+		t.Fatal(err)
+	}
+	// A second: one past it. The batch is refused and the run fails.
+	err = r.write(t, 1, batch(t, nil, order[4], order[5]))
+	if !errors.Is(err, batchstore.ErrSkipBudget) {
+		t.Fatalf("a batch past the budget's gaps: %v, want ErrSkipBudget", err)
+	}
+	if st := r.in.Snapshot(); st.Skipped != 1 || st.Published != 1 {
+		t.Fatalf("stats %+v: want 1 skipped, 1 published", st)
+	}
+	if _, err := store.Lookup(context.Background(), "c", 1, 1); !errors.Is(err, batchstore.ErrSkipBudget) {
+		t.Fatalf("a reader after the run failed: %v, want the skip budget's failure", err)
+	}
+}

@@ -122,6 +122,9 @@ func (in *Ingest) placeOrdered(h *batchfile.Header, indices []int64) (batchstore
 		}
 		p++
 	}
+	if err := in.checkBudget(skipped); err != nil {
+		return batchstore.Info{}, nil, err
+	}
 	info := batchstore.Info{Epoch: o.epoch, Index: o.index, Samples: h.Samples, FirstPos: first, EndPos: p, Last: p == len(o.order),
 		Indices: make([]int32, len(indices))}
 	for i, idx := range indices {
@@ -148,6 +151,24 @@ func (in *Ingest) skip(indices []int) {
 	}
 }
 
+// checkBudget fails the run if skipping indices (a Skip, or the gaps a
+// batch passes over: both are samples the producer could not make)
+// takes the distinct samples skipped past --max-skipped: readers get the
+// failure, not an epoch of what is left. Callers hold in.mu.
+func (in *Ingest) checkBudget(indices []int) error {
+	n := in.stats.Skipped
+	for _, idx := range indices {
+		if !in.ord.bad[idx] {
+			n++
+		}
+	}
+	err := in.cfg.MaxSkipped.Check(n, in.samples)
+	if err != nil {
+		in.store.Fail(err)
+	}
+	return err
+}
+
 // Skip says the producer cannot make the next samples of the order:
 // value is their dataset indices, separated by spaces or newlines, in
 // order. Anything else is refused and changes nothing.
@@ -170,13 +191,11 @@ func (in *Ingest) Skip(value string) error {
 		}
 		skipped[i] = idx
 	}
-	in.skip(skipped)
-	o.pos += len(skipped)
-	if err := in.cfg.MaxSkipped.Check(in.stats.Skipped, in.samples); err != nil {
-		// Readers get the failure, not an epoch of what is left.
-		in.store.Fail(err)
+	if err := in.checkBudget(skipped); err != nil {
 		return err
 	}
+	in.skip(skipped)
+	o.pos += len(skipped)
 	if o.pos == len(o.order) {
 		in.store.EndEpoch(o.epoch)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/dustin/go-humanize"
 	"golang.org/x/sys/unix"
 )
@@ -21,12 +22,18 @@ import (
 type Cache struct {
 	Source
 	limit int64
-	mu    sync.RWMutex
-	files [][]byte // in memory, by sample index; nil: not cached
-	disk  *diskCache
-	used  int64
-	count int
-	hits  atomic.Uint64
+	// versioned is the source's Versioned, nil where it has none: a file
+	// is served from the cache only while its source is the version it
+	// was read from (a hash of it, by sample index, in versions), as
+	// --keep's copies are.
+	versioned Versioned
+	versions  []uint64
+	mu        sync.RWMutex
+	files     [][]byte // in memory, by sample index; nil: not cached
+	disk      *diskCache
+	used      int64
+	count     int
+	hits      atomic.Uint64
 	// misses counts reads that went to the source; dropped, files that
 	// were not kept for a failed write to the disk cache (a full disk).
 	misses, dropped atomic.Uint64
@@ -49,7 +56,16 @@ type diskSpan struct {
 
 // NewCache caches src's files in memory up to limit bytes.
 func NewCache(src Source, limit int64) *Cache {
-	return &Cache{Source: src, limit: limit, files: make([][]byte, src.Len())}
+	c := &Cache{Source: src, limit: limit, files: make([][]byte, src.Len())}
+	c.follow()
+	return c
+}
+
+// follow makes the cache check its source's versions, where it has them.
+func (c *Cache) follow() {
+	if v, ok := c.Source.(Versioned); ok {
+		c.versioned, c.versions = v, make([]uint64, c.Source.Len())
+	}
 }
 
 // NewDiskCache caches src's files up to limit bytes in an unnamed file
@@ -68,9 +84,11 @@ func NewDiskCache(src Source, limit int64, dir string) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache directory %s: an unnamed file (O_TMPFILE): %w", dir, err)
 	}
-	return &Cache{Source: src, limit: limit, disk: &diskCache{
+	c := &Cache{Source: src, limit: limit, disk: &diskCache{
 		dir: dir, file: os.NewFile(uintptr(fd), dir+"/(tsock cache)"), spans: make([]diskSpan, src.Len()),
-	}}, nil
+	}}
+	c.follow()
+	return c, nil
 }
 
 // Close gives back what the cache holds (the disk cache's space).
@@ -83,7 +101,16 @@ func (c *Cache) Close() error {
 
 // Encoded implements Source: from the cache when there.
 func (c *Cache) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
-	if data, ok, err := c.lookup(i, scratch); ok || err != nil {
+	var version uint64
+	if c.versioned != nil {
+		v, err := c.versioned.Version(i)
+		if err != nil {
+			c.Forget(i) // gone or changed: what is kept is not its file
+			return nil, err
+		}
+		version = xxhash.Sum64String(v) | 1 // never 0, "not kept"
+	}
+	if data, ok, err := c.lookup(i, version, scratch); ok || err != nil {
 		if ok {
 			c.hits.Add(1)
 		}
@@ -94,7 +121,7 @@ func (c *Cache) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, er
 	if err != nil || len(data) == 0 {
 		return data, err
 	}
-	c.keep(i, data)
+	c.keep(i, version, data)
 	return data, nil
 }
 
@@ -109,10 +136,13 @@ func (c *Cache) Holds(i int) bool {
 	return i < len(c.disk.spans) && c.disk.spans[i].size != 0
 }
 
-// lookup is sample i's cached bytes, if kept.
-func (c *Cache) lookup(i int, scratch *[]byte) ([]byte, bool, error) {
+// lookup is sample i's cached bytes, if kept from version.
+func (c *Cache) lookup(i int, version uint64, scratch *[]byte) ([]byte, bool, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	if c.versioned != nil && (i >= len(c.versions) || c.versions[i] != version) {
+		return nil, false, nil // not kept, or kept from another version: read again, kept anew
+	}
 	if c.disk == nil {
 		if i >= len(c.files) { // a sample a rescan added
 			return nil, false, nil
@@ -136,10 +166,20 @@ func (c *Cache) lookup(i int, scratch *[]byte) ([]byte, bool, error) {
 	return b, true, nil
 }
 
-// keep stores data as sample i's if there is room.
-func (c *Cache) keep(i int, data []byte) {
+// keep stores data (of version) as sample i's if there is room; a copy
+// of another version is replaced.
+func (c *Cache) keep(i int, version uint64, data []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.versioned != nil {
+		if i >= len(c.versions) {
+			c.versions = append(c.versions, make([]uint64, i+1-len(c.versions))...)
+		}
+		if c.versions[i] != version {
+			c.forgetLocked(i)
+			c.versions[i] = version
+		}
+	}
 	size := int64(len(data))
 	// A rescan adds samples after the cache was made.
 	if c.disk == nil && i >= len(c.files) {
@@ -179,15 +219,20 @@ func (c *Cache) Forget(samples ...int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, i := range samples {
-		switch {
-		case c.disk == nil && i < len(c.files) && c.files[i] != nil:
-			c.used -= int64(len(c.files[i]))
-			c.files[i] = nil
-			c.count--
-		case c.disk != nil && i < len(c.disk.spans) && c.disk.spans[i].size != 0:
-			c.disk.spans[i] = diskSpan{}
-			c.count--
-		}
+		c.forgetLocked(i)
+	}
+}
+
+// forgetLocked drops sample i. Callers hold c.mu.
+func (c *Cache) forgetLocked(i int) {
+	switch {
+	case c.disk == nil && i < len(c.files) && c.files[i] != nil:
+		c.used -= int64(len(c.files[i]))
+		c.files[i] = nil
+		c.count--
+	case c.disk != nil && i < len(c.disk.spans) && c.disk.spans[i].size != 0:
+		c.disk.spans[i] = diskSpan{}
+		c.count--
 	}
 }
 

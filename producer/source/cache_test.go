@@ -2,6 +2,7 @@ package source_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -38,7 +39,13 @@ func TestCacheServesLaterEpochsFromItself(t *testing.T) {
 			t.Fatalf("stats %+v: want 12 misses, 24 hits, 12 files", s)
 		}
 	})
-	// Later epochs did not touch the source: they survive its files going.
+	// A file is served from the cache only while it is the version
+	// cached: one rewritten is read anew, one deleted fails as it would
+	// without the cache (skipped and counted), never served from a copy.
+	other, err := os.ReadFile(src.Name(5))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cache := source.NewCache(src, 1<<30)
 	producertest.Produce(t, producertest.Config(cache, 4, 1, 2))
 	disk, err := source.NewDiskCache(src, 1<<30, t.TempDir())
@@ -47,12 +54,26 @@ func TestCacheServesLaterEpochsFromItself(t *testing.T) {
 	}
 	defer disk.Close()
 	producertest.Produce(t, producertest.Config(disk, 4, 1, 2))
-	if err := os.RemoveAll(dir); err != nil {
+	if err := os.Remove(src.Name(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src.Name(1), other, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []*source.Cache{cache, disk} {
-		if again := producertest.Produce(t, producertest.Config(c, 4, 1, 2)); len(again) != 3 || !bytes.Equal(again[0].Images, want[0].Images) {
-			t.Fatalf("a run from the cache in %q alone did not give the first epoch again", c.Stats().Dir)
+		var scratch []byte
+		if b, err := c.Encoded(context.Background(), 0, &scratch); err == nil {
+			t.Fatalf("cache %q: a deleted file served (%d bytes)", c.Stats().Dir, len(b))
+		}
+		if b, err := c.Encoded(context.Background(), 1, &scratch); err != nil || !bytes.Equal(b, other) {
+			t.Fatalf("cache %q: a rewritten file served as it was cached (%v)", c.Stats().Dir, err)
+		}
+		hits := c.Stats().Hits
+		if _, err := c.Encoded(context.Background(), 2, &scratch); err != nil || c.Stats().Hits != hits+1 {
+			t.Fatalf("cache %q: an unchanged file not served from the cache (%v)", c.Stats().Dir, err)
+		}
+		if b, err := c.Encoded(context.Background(), 1, &scratch); err != nil || !bytes.Equal(b, other) || c.Stats().Hits != hits+2 {
+			t.Fatalf("cache %q: the rewritten file not cached anew (%v)", c.Stats().Dir, err)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package source_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -87,7 +89,7 @@ func TestUnlistableEntriesAreLeftOutAndNamed(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "class001", "zz-new.jpg"), src, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if added, err := f.Rescan(); err != nil || added != 1 {
+	if added, err := f.Rescan(context.Background()); err != nil || added != 1 {
 		t.Fatalf("rescan past an unlistable entry: %d added, %v", added, err)
 	}
 	if _, err := source.ScanFolder(filepath.Join(dir, "nowhere")); err == nil {
@@ -119,4 +121,47 @@ func deepDir(t *testing.T, dir string) string {
 	unix.Close(fd)
 	t.Cleanup(func() { os.RemoveAll(filepath.Join(dir, name)) })
 	return filepath.Join(dir, name)
+}
+
+// A link out of the source is followed (a farm's classes live elsewhere)
+// by rules: a link to the source's own directory or one above it ("/"
+// above all) would list the source again or the whole machine, and a
+// pseudo file system (/proc, /sys, /dev) holds no dataset and can act
+// when read: each is left out and named, and the listing is as without
+// them. Before, a class holding a link to "/" listed the whole machine.
+func TestALinkOutOfTheSourceIsFollowedByRules(t *testing.T) {
+	dir := producertest.Folder(t, 12, 3)
+	want, err := source.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := filepath.Join(dir, "class001")
+	for name, target := range map[string]string{"root": "/", "parent": filepath.Dir(dir), "self": dir, "proc": "/proc/self", "sys": "/sys/kernel", "dev": "/dev"} {
+		if err := os.Symlink(target, filepath.Join(class, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := source.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(listing(t, got)) != fmt.Sprint(listing(t, want)) {
+		t.Fatalf("with links out of the source it lists\n%v\nwithout\n%v", listing(t, got), listing(t, want))
+	}
+	left := strings.Join(got.Skipped(), "\n")
+	for name, why := range map[string]string{"root": "one above it", "parent": "one above it", "self": "one above it", "proc": "pseudo file system", "sys": "pseudo file system", "dev": "pseudo file system"} {
+		if !strings.Contains(left, filepath.Join(class, name)+": ") || !strings.Contains(left, why) {
+			t.Errorf("the link %s is not left out for %q:\n%s", name, why, left)
+		}
+	}
+}
+
+// A listing stops when the run does (SIGTERM to the mount ends ctx).
+func TestAListingStopsWithTheRun(t *testing.T) {
+	dir := producertest.Folder(t, 4, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := source.OpenWith(ctx, dir, source.Options{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a listing after the run stopped: %v, want context.Canceled", err)
+	}
 }

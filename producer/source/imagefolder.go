@@ -39,6 +39,7 @@ type folderList struct {
 	paths   names // relative to the root (Folder.prefix)
 	labels  []int32
 	leftOut []string // entries the scan could not list, "path: why" (at most maxLeftOut, then a count)
+	removed []int    // samples whose files this scan no longer found, in index order
 }
 
 // maxLeftOut bounds the entries a scan names: a tree of a million
@@ -48,12 +49,17 @@ const maxLeftOut = 100
 // ScanFolder lists root. It fails when root is missing, not a directory,
 // or holds no image files in class sub-directories.
 func ScanFolder(root string) (*Folder, error) {
+	return scanFolder(context.Background(), root)
+}
+
+// scanFolder is ScanFolder until ctx ends (a signal to the mount).
+func scanFolder(ctx context.Context, root string) (*Folder, error) {
 	prefix := filepath.Clean(root)
 	if !strings.HasSuffix(prefix, string(filepath.Separator)) { // "/" has one
 		prefix += string(filepath.Separator)
 	}
 	f := &Folder{root: root, prefix: prefix}
-	l, _, err := f.scan(&folderList{})
+	l, _, err := f.scan(ctx, &folderList{})
 	if err != nil {
 		return nil, err
 	}
@@ -67,14 +73,14 @@ func ScanFolder(root string) (*Folder, error) {
 // Rescan lists the folder again and appends what is new: files of known
 // classes, then new classes (labels after the known ones, in name
 // order), each in name order. Known samples keep their indices and
-// labels; a file that vanished keeps its index and fails when read
-// (skipped and counted, like a corrupt one). It returns how many
+// labels; a file that vanished keeps its index (the producer leaves it
+// out of later epochs: removed, not skipped). It returns how many
 // samples it added.
-func (f *Folder) Rescan() (int, error) {
+func (f *Folder) Rescan(ctx context.Context) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	old := f.list.Load()
-	l, added, err := f.scan(old)
+	l, added, err := f.scan(ctx, old)
 	if err != nil {
 		return 0, err
 	}
@@ -82,17 +88,27 @@ func (f *Folder) Rescan() (int, error) {
 	return added, nil
 }
 
+// Removed implements Rescanner: the samples whose files the last listing
+// did not find. One that comes back (the same path) is found again.
+func (f *Folder) Removed() []int { return f.list.Load().removed }
+
 // scan lists root against what was found before (old), returning the
 // list with the new samples appended.
-func (f *Folder) scan(old *folderList) (*folderList, int, error) {
+func (f *Folder) scan(ctx context.Context, old *folderList) (*folderList, int, error) {
 	entries, err := os.ReadDir(f.root)
 	if err != nil {
 		return nil, 0, fmt.Errorf("source %s: %w", f.root, err)
 	}
-	known := make(map[string]struct{}, old.paths.len())
-	for i := range old.paths.len() {
-		known[old.paths.at("", i)] = struct{}{}
+	w, err := newWalker(ctx, f.root)
+	if err != nil {
+		return nil, 0, err
 	}
+	defer w.stop()
+	known := make(map[string]int, old.paths.len())
+	for i := range old.paths.len() {
+		known[old.paths.at("", i)] = i
+	}
+	found := make([]bool, old.paths.len())
 	labels := make(map[string]int32, len(old.classes))
 	for i, c := range old.classes {
 		labels[c] = int32(i)
@@ -104,16 +120,23 @@ func (f *Folder) scan(old *folderList) (*folderList, int, error) {
 		if !isDir(f.root, e) || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		files := listImages(filepath.Join(f.root, e.Name()), &l.leftOut)
-		found := &names{}
+		files, err := w.list(filepath.Join(f.root, e.Name()))
+		if err != nil {
+			return nil, 0, fmt.Errorf("source %s: listing stopped: %w", f.root, err)
+		}
+		l.leftOut = append(l.leftOut, w.leftOut...)
+		w.leftOut = w.leftOut[:0]
+		fresh := &names{}
 		for _, p := range files {
 			rel := strings.TrimPrefix(p, f.prefix)
-			if _, ok := known[rel]; !ok {
-				found.add(rel)
+			if i, ok := known[rel]; ok {
+				found[i] = true
+			} else {
+				fresh.add(rel)
 			}
 		}
-		byClass[e.Name()] = found
-		if _, ok := labels[e.Name()]; !ok && found.len() > 0 {
+		byClass[e.Name()] = fresh
+		if _, ok := labels[e.Name()]; !ok && fresh.len() > 0 {
 			newClasses = append(newClasses, e.Name()) // torchvision skips empty classes too
 		}
 	}
@@ -137,6 +160,11 @@ func (f *Folder) scan(old *folderList) (*folderList, int, error) {
 		l.classes = append(l.classes, c)
 		add(c)
 	}
+	for i, ok := range found {
+		if !ok {
+			l.removed = append(l.removed, i)
+		}
+	}
 	return l, added, nil
 }
 
@@ -147,63 +175,6 @@ func isDir(root string, e os.DirEntry) bool {
 	}
 	st, err := os.Stat(filepath.Join(root, e.Name()))
 	return err == nil && st.IsDir()
-}
-
-// listImages lists dir's image files recursively, sorted by path. It
-// follows symbolic links to directories, as torchvision's ImageFolder
-// does (os.walk with followlinks=True: a class assembled as a farm of
-// links is the usual way ImageNet subsets are made), and is loop-safe: a
-// directory met again below itself is left out. An entry that cannot be
-// listed (gone, unreadable, a path past PATH_MAX) is left out and named in
-// leftOut; it never fails the scan.
-func listImages(dir string, leftOut *[]string) []string {
-	var files []string
-	var walk func(dir string, above []dirID)
-	walk = func(dir string, above []dirID) {
-		st, err := os.Stat(dir)
-		if err != nil {
-			noteLeftOut(leftOut, dir, err)
-			return
-		}
-		id := idOf(st)
-		if slices.Contains(above, id) {
-			noteLeftOut(leftOut, dir, errors.New("a link back to a directory above it (a loop)"))
-			return
-		}
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			noteLeftOut(leftOut, dir, err) // the entries read before the error are listed still
-		}
-		above = append(above, id)
-		for _, e := range entries {
-			p := filepath.Join(dir, e.Name())
-			isDir := e.IsDir()
-			if e.Type()&os.ModeSymlink != 0 {
-				if st, err := os.Stat(p); err == nil {
-					isDir = st.IsDir()
-				} // a dangling link with an image's name is a sample that fails when read, as before
-			}
-			switch {
-			case isDir:
-				walk(p, above)
-			case imageExts[strings.ToLower(filepath.Ext(p))]:
-				files = append(files, p)
-			}
-		}
-	}
-	walk(dir, nil)
-	sort.Strings(files)
-	return files
-}
-
-// dirID is a directory's identity, whatever the path to it.
-type dirID struct{ dev, ino uint64 }
-
-func idOf(st os.FileInfo) dirID {
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		return dirID{uint64(sys.Dev), sys.Ino}
-	}
-	return dirID{}
 }
 
 // noteLeftOut names an entry a scan left out, up to maxLeftOut, then
@@ -223,6 +194,11 @@ func noteLeftOut(leftOut *[]string, path string, err error) {
 
 // Skipped implements Skipper: the entries the last scan could not list.
 func (f *Folder) Skipped() []string { return f.list.Load().leftOut }
+
+// LeftOut implements Skipper: none. What a scan could not list is a
+// directory (unreadable, a loop), not a sample it could count; an image
+// file that cannot be read is listed, and skipped when it is read.
+func (f *Folder) LeftOut() int { return 0 }
 
 func extList() string {
 	exts := make([]string, 0, len(imageExts))

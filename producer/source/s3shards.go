@@ -1,7 +1,6 @@
 package source
 
 import (
-	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
@@ -95,28 +94,27 @@ func (f s3Shards) version(ctx context.Context, key string) (string, int64, error
 }
 
 // index streams the shard once. A stream that breaks off is read again
-// from the start; a shard whose bytes are not a tar past some point keeps
-// what came before, as a local one does.
+// from the start, as the store's retries allow; one that still breaks is
+// the shard's error (the mount fails naming it), never a short index. A
+// shard whose own bytes are not a tar past some point keeps what came
+// before, as a local one does.
 func (f s3Shards) index(ctx context.Context, key string) shardIndex {
 	var ix shardIndex
 	err := f.store.Stream(ctx, f.bucket, key, func(r io.Reader, obj remote.Object) error {
 		samples, skips, broke := wds.Index(r)
 		ix = shardIndex{version: obj.ETag, size: obj.Size, samples: samples, skips: skips, broke: broke}
-		if broke != nil && !errors.Is(broke, tar.ErrHeader) && !errors.Is(broke, tar.ErrFieldTooLong) {
+		if broke != nil && !wds.ShardsOwn(broke, obj.Size) {
 			// The stream broke, not the shard: again, with the store's own
 			// words when it answered nothing but an error.
-			if len(samples) == 0 && len(skips) == 0 && errors.Unwrap(broke) != nil {
-				return errors.Unwrap(broke)
+			if len(samples) == 0 && len(skips) == 0 && errors.Unwrap(errors.Unwrap(broke)) != nil {
+				return errors.Unwrap(errors.Unwrap(broke))
 			}
 			return broke
 		}
 		return nil
 	})
-	if err != nil && len(ix.samples) == 0 {
-		return shardIndex{err: err}
-	}
 	if err != nil {
-		ix.broke = err
+		return shardIndex{err: fmt.Errorf("shard s3://%s/%s: %w", f.bucket, key, err)}
 	}
 	return ix
 }

@@ -10,6 +10,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/tsock/tsock/producer/source/wds"
 )
@@ -35,8 +38,9 @@ import (
 // off ("" if it did not); then the CRC-32 (IEEE) of all before it.
 const indexMagic = "tsock shard index 1\n"
 
-// maxIndexFile bounds an index file read: ImageNet's would be some 45 MB.
-const maxIndexFile = 4 << 30
+// maxIndexFile bounds an index file read: ImageNet's is some 45 MB, and
+// a file past this is refused at its size, before a byte is read.
+const maxIndexFile = 1 << 30
 
 // encodeIndex is the index file of shards names, indexed as ixs.
 func encodeIndex(names []string, ixs []shardIndex) []byte {
@@ -93,7 +97,9 @@ func decodeIndex(data []byte) (names []string, ixs []shardIndex, err error) {
 		ix.samples = make([]wds.Sample, 0, samples)
 		for range samples {
 			key := d.str()
-			smp := wds.Sample{Key: key, Offset: d.num(ix.size), Size: d.num(ix.size), Label: int(d.num(math.MaxInt32))}
+			// Labels bounded as indexing bounds them: a label sizes the
+			// class list.
+			smp := wds.Sample{Key: key, Offset: d.num(ix.size), Size: d.num(ix.size), Label: int(d.num(wds.MaxLabel - 1))}
 			if smp.Size > ix.size-smp.Offset {
 				d.fail("shard %q: a sample past the shard's %d bytes", name, ix.size)
 			}
@@ -173,7 +179,7 @@ func loadIndex(ctx context.Context, path string, names []string, files shardFile
 		return nil, nil
 	}
 	if err != nil {
-		return stale(err.Error())
+		return nil, err // not ours, or not trusted: neither read nor rewritten
 	}
 	have, ixs, err := decodeIndex(data)
 	if err != nil {
@@ -213,26 +219,104 @@ func firstError(errs []error) error {
 	return nil
 }
 
-// readIndexFile reads path, refusing anything but a regular file of at
-// most maxIndexFile bytes (the daemon runs as root: a FIFO would block).
+// errIndexRefused: a file at the index path that tsock neither reads nor
+// overwrites (not an index of its own, or not trusted).
+var errIndexRefused = errors.New("neither read nor overwritten")
+
+// The trust model. An index file says which bytes of which shard are a
+// sample and what its label is: whoever can write it chooses what every
+// trial trains on. So a file is read only where nobody but the mount's
+// user (or root) could have written it: owned by that user or root, not
+// writable by group or others, in a directory that is likewise owned and
+// not writable by others (or sticky, as /tmp is, where others cannot
+// replace it). Anything else at the path (another user's file, a link, a
+// FIFO, a user's own file that is not an index of tsock's) is refused
+// with the reason: the shards are indexed in memory, and the file is left
+// as it is, never overwritten.
+
+// readIndexFile reads the index file at path, refusing (errIndexRefused)
+// anything the trust model does not allow, anything but a regular file
+// that starts as an index does, and a file over maxIndexFile bytes, each
+// before its body is read.
 func readIndexFile(path string) ([]byte, error) {
-	f, err := openRegular(path)
+	f, size, err := openIndexFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > maxIndexFile {
-		return nil, fmt.Errorf("%d bytes, over the %d-byte limit", st.Size(), maxIndexFile)
-	}
-	data := make([]byte, st.Size())
+	data := make([]byte, size)
 	if _, err := f.ReadAt(data, 0); err != nil {
 		return nil, err
 	}
 	return data, nil
+}
+
+// openIndexFile opens the index file at path and says its size, having
+// checked all readIndexFile checks but the body.
+func openIndexFile(path string) (*os.File, int64, error) {
+	if err := trustedIndex(path); err != nil {
+		return nil, 0, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() > maxIndexFile {
+		err = fmt.Errorf("index file %s: %d bytes, over the %d-byte limit: %w", path, st.Size(), maxIndexFile, errIndexRefused)
+	}
+	head := make([]byte, len(indexMagic))
+	if n, _ := f.ReadAt(head, 0); err == nil && string(head[:n]) != indexMagic {
+		err = fmt.Errorf("index file %s: not a tsock shard index: %w", path, errIndexRefused)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, st.Size(), nil
+}
+
+// trustedIndex says why the file at path may not be trusted, or nil (a
+// path with nothing there is nil too: a new file is written).
+func trustedIndex(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("index file %s: not a regular file (%s): %w", path, st.Mode().Type(), errIndexRefused)
+	}
+	if why := untrusted(st, false); why != "" {
+		return fmt.Errorf("index file %s: not trusted: %s: %w", path, why, errIndexRefused)
+	}
+	dir := filepath.Dir(path)
+	dst, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if why := untrusted(dst, true); why != "" {
+		return fmt.Errorf("index file %s: not trusted: its directory %s %s: %w", path, dir, why, errIndexRefused)
+	}
+	return nil
+}
+
+// untrusted says why st (a directory if dir) could have been written by
+// another user than this process's or root, "" if it could not.
+func untrusted(st os.FileInfo, dir bool) string {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "its owner is unknown"
+	}
+	if me := uint32(os.Geteuid()); sys.Uid != me && sys.Uid != 0 {
+		return fmt.Sprintf("is owned by uid %d, not by this user (uid %d) or root", sys.Uid, me)
+	}
+	if st.Mode().Perm()&0o022 != 0 && !(dir && st.Mode()&os.ModeSticky != 0) {
+		return fmt.Sprintf("is writable by others (mode %#o)", st.Mode().Perm())
+	}
+	return ""
 }
 
 // saveIndex writes the index file atomically: to a temporary file beside
@@ -241,6 +325,13 @@ func readIndexFile(path string) ([]byte, error) {
 // default one, in the user's cache directory, is not there at first).
 func saveIndex(path string, names []string, ixs []shardIndex) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	// What is there must be an index of tsock's that we may rewrite: a
+	// user's own file at the path, or another's, is never replaced.
+	if f, _, err := openIndexFile(path); err == nil {
+		f.Close()
+	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")

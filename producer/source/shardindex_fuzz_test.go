@@ -46,3 +46,17 @@ func FuzzShardIndex(f *testing.F) {
 		}
 	})
 }
+
+// An index file's labels are bounded as indexing bounds them (a label
+// sizes the class list: one of 50,000,000 cost 1.2 GiB).
+func TestIndexFileLabelsAreBounded(t *testing.T) {
+	file := func(label int) []byte {
+		return encodeIndex([]string{"a.tar"}, []shardIndex{{version: "v", size: 4096, samples: []wds.Sample{{Key: "x", Offset: 512, Size: 100, Label: label}}}})
+	}
+	if _, _, err := decodeIndex(file(wds.MaxLabel - 1)); err != nil {
+		t.Fatalf("the largest label indexing allows: %v", err)
+	}
+	if _, _, err := decodeIndex(file(50_000_000)); !errors.Is(err, errIndexFile) {
+		t.Fatalf("a label of 50,000,000: %v, want the file refused", err)
+	}
+}

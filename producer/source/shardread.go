@@ -214,6 +214,7 @@ func (s *Shards) Held() (shards int, bytes int64, reading int) {
 // then the next epoch's first ones. A nil order ends whole-shard reading:
 // the reads under way stop, waited for, and every shard is dropped.
 func (s *Shards) PlanEpoch(order, next []int) {
+	s.checks.newEpoch()
 	s.readerMu.Lock()
 	defer s.readerMu.Unlock()
 	if order == nil || s.memory <= 0 {
@@ -281,12 +282,25 @@ func (r *shardReader) plan(order, next []int) {
 	if next != nil {
 		_, _, nextSeq = r.s.wholeShards(next)
 	}
+	// A shard carried into this epoch is served only while it is still
+	// the version it was read from: checked (a stat, a HEAD) outside the
+	// lock, which the reads that end the last epoch take.
+	r.mu.Lock()
+	carried := make([]int32, 0, len(r.held))
+	for sh := range r.held {
+		carried = append(carried, sh)
+	}
+	r.mu.Unlock()
+	stale := map[int32]bool{}
+	for _, sh := range carried {
+		stale[sh] = r.s.checkShard(sh) != nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.whole, r.left, r.seq, r.ahead, r.started = whole, left, seq, 0, false
 	first := r.prefix(seq, r.budget)
 	for sh, w := range r.held {
-		if !first[sh] {
+		if !first[sh] || stale[sh] {
 			if r.nextIn[sh] { // read ahead or kept for this plan, by a wrong guess
 				r.Wasted.Add(1)
 			}

@@ -77,8 +77,13 @@ func TestWholeShardsAreReadOncePerEpoch(t *testing.T) {
 		if err := (producertest.Stream{Good: producertest.All(n), Label: src.Label, BatchSize: 8, Epochs: epochs}).Check(batches); err != nil {
 			t.Fatal(err)
 		}
-		gets := proxy.Log()[atOpen:]
+		gets, heads := byMethod(proxy.Log()[atOpen:], " GET "), byMethod(proxy.Log()[atOpen:], " HEAD ")
 		requests, bytes := opened.(*source.Shards).WholeReads()
+		// What is held across an epoch (kept, cached) is checked once an
+		// epoch, a HEAD a shard at most: never a request a sample.
+		if len(heads) > epochs*shards {
+			t.Fatalf("%s: %d HEADs for %d epochs of %d shards:\n%s", mode, len(heads), epochs, shards, strings.Join(heads, "\n"))
+		}
 		// Fitting: each shard once. Streaming: each epoch reads each shard
 		// once at most, and the later ones all but the (up to 2) it began
 		// with, kept from the one before.
@@ -141,7 +146,7 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 	for _, i := range second[:2*perShard] {
 		firstTwo[fmt.Sprintf("shard-%03d.tar", shards.Shard(i))] = true
 	}
-	for _, line := range proxy.Log()[before:] {
+	for _, line := range byMethod(proxy.Log()[before:], " GET ") {
 		for name := range firstTwo {
 			if strings.Contains(line, name) {
 				t.Fatalf("the next epoch's first shards were read when it began: %s", line)
@@ -337,4 +342,15 @@ func BenchmarkShardShuffleQuality(b *testing.B) {
 			fmt.Printf("shuffle-quality window-%d %.1f %.4f\n", w, d, s)
 		}
 	}
+}
+
+// byMethod is the lines of a proxy's log of one method (" GET ").
+func byMethod(log []string, method string) []string {
+	var out []string
+	for _, line := range log {
+		if strings.Contains(line, method) {
+			out = append(out, line)
+		}
+	}
+	return out
 }

@@ -37,6 +37,7 @@ type Shards struct {
 	keyEnds  []uint32 // sample i's key is keys[keyEnds[i-1]:keyEnds[i]]
 	classes  []string
 	skipped  []string // "shard: key: why", what the index left out
+	leftOut  int      // samples the index left out (skipped's groups, and broken tails' estimate)
 	// sizes are the shards' bytes and shardSamples their samples, for
 	// whole-shard reading (shardread.go).
 	sizes        []int64
@@ -45,6 +46,7 @@ type Shards struct {
 	bufs         *shardBufs
 	index        string // what became of the index file, for status: "" without one
 
+	checks                     shardVersions // this epoch's checks of shards' versions (shardversion.go)
 	readerMu                   sync.Mutex
 	reader                     *shardReader // the planned epoch's, nil before any
 	wholeRequests, wholeBytes  int64        // of readers gone
@@ -88,9 +90,14 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, ind
 	var indexes []shardIndex
 	index := ""
 	if indexPath != "" {
-		if indexes, err = loadIndex(ctx, indexPath, paths, files); err != nil {
+		switch indexes, err = loadIndex(ctx, indexPath, paths, files); {
+		case errors.Is(err, errIndexRefused):
+			// Not ours to read or to replace: indexed in memory, said.
+			index, indexPath = fmt.Sprintf("not used: %v", err), ""
+			slog.Warn("shard index file not used: the shards are indexed in memory", "err", err)
+		case err != nil:
 			return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
-		} else if indexes != nil {
+		case indexes != nil:
 			index = "read from " + indexPath
 		}
 	}
@@ -106,12 +113,13 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, ind
 	}
 	s := &Shards{spec: spec, files: files, paths: paths, versions: make([]string, len(paths)),
 		sizes: make([]int64, len(paths)), shardSamples: make([]int32, len(paths)), memory: DefaultShardMemory, index: index}
+	typical := typicalShard(indexes)
 	for i, ix := range indexes {
 		s.versions[i], s.sizes[i] = ix.version, ix.size
 		if ix.err != nil {
 			return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), ix.err)
 		}
-		s.add(int32(i), ix)
+		s.add(int32(i), ix, typical)
 	}
 	if len(s.samples) == 0 {
 		return nil, fmt.Errorf("source %s: no samples in %d shards (%d groups left out; a sample is KEY.jpg (or another image) with KEY.cls or KEY.json)",
@@ -186,8 +194,8 @@ type localShards struct{}
 func (localShards) paths(_ context.Context, spec string) ([]string, error) {
 	return expandShards(spec, filepath.Glob)
 }
-func (localShards) parallel() int                                   { return runtime.NumCPU() }
-func (localShards) index(_ context.Context, path string) shardIndex { return indexShard(path) }
+func (localShards) parallel() int                                     { return runtime.NumCPU() }
+func (localShards) index(ctx context.Context, path string) shardIndex { return indexShard(ctx, path) }
 
 func (localShards) version(_ context.Context, path string) (string, int64, error) {
 	f, err := openRegular(path)
@@ -244,7 +252,12 @@ func expandShards(spec string, glob func(string) ([]string, error)) ([]string, e
 }
 
 // shardIndex is one shard's index: its samples, what it left out, and
-// why it could not be read at all (err).
+// why it could not be read at all (err). An index is whole or an error:
+// a shard whose stream broke (a read error, a cancelled run) is err, never
+// a short index, for a short one would be kept (the index file) and
+// served as the dataset; only a break in the shard's own bytes (not a
+// tar past some point, cut short) keeps the samples before it (broke),
+// and what it cost is counted against --max-skipped.
 type shardIndex struct {
 	version string // see Shards.versions
 	size    int64  // the shard's bytes
@@ -254,7 +267,7 @@ type shardIndex struct {
 	err     error
 }
 
-func indexShard(path string) shardIndex {
+func indexShard(ctx context.Context, path string) shardIndex {
 	f, err := openRegular(path)
 	if err != nil {
 		return shardIndex{err: err}
@@ -264,9 +277,43 @@ func indexShard(path string) shardIndex {
 	if err != nil {
 		return shardIndex{err: err}
 	}
-	samples, skips, broke := wds.Index(f)
-	return shardIndex{version: version, size: size, samples: samples, skips: skips, broke: broke}
+	samples, skips, broke := wds.Index(ctxFile{ctx, f})
+	return wholeIndex(path, shardIndex{version: version, size: size, samples: samples, skips: skips, broke: broke})
 }
+
+// wholeIndex is ix if it is whole, or cut short by the shard's own
+// bytes; an error naming the shard where its stream broke.
+func wholeIndex(name string, ix shardIndex) shardIndex {
+	if ix.broke != nil && !wds.ShardsOwn(ix.broke, ix.size) {
+		return shardIndex{err: fmt.Errorf("shard %s: indexing broke off at byte %d of %d: %w", strconv.Quote(name), breakAt(ix.broke), ix.size, ix.broke)}
+	}
+	return ix
+}
+
+// breakAt is where a break of wds.Index happened.
+func breakAt(err error) int64 {
+	var b *wds.Break
+	if errors.As(err, &b) {
+		return b.At
+	}
+	return 0
+}
+
+// ctxFile reads and seeks a file until ctx ends: an index pass over a
+// large local dataset stops with the run (SIGTERM), not at its end.
+type ctxFile struct {
+	ctx context.Context
+	f   *os.File
+}
+
+func (c ctxFile) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.f.Read(p)
+}
+
+func (c ctxFile) Seek(off int64, whence int) (int64, error) { return c.f.Seek(off, whence) }
 
 // localVersion tells one content of a local shard from another: a shard
 // rewritten in place changes its mtime, one renamed over its inode. It
@@ -279,12 +326,33 @@ func localVersion(f *os.File) (string, int64, error) {
 	return fmt.Sprintf("%d:%d:%d:%d.%09d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec), st.Size, nil
 }
 
-// add appends shard's index.
-func (s *Shards) add(shard int32, ix shardIndex) {
+// typicalShard is how many groups (samples and skips) a shard that did
+// not break holds, the median: what a broken shard is taken to have
+// held, to count its lost tail against --max-skipped. 0 where every
+// shard broke.
+func typicalShard(indexes []shardIndex) int {
+	var counts []int
+	for _, ix := range indexes {
+		if ix.err == nil && ix.broke == nil {
+			counts = append(counts, len(ix.samples)+len(ix.skips))
+		}
+	}
+	if len(counts) == 0 {
+		return 0
+	}
+	sort.Ints(counts)
+	return counts[len(counts)/2]
+}
+
+// add appends shard's index. A shard that broke off lost the samples
+// after the break: typical is how many groups a whole shard holds, and
+// what it lacks of that (at least one) is counted as left out.
+func (s *Shards) add(shard int32, ix shardIndex, typical int) {
 	path := s.paths[shard]
 	for _, smp := range ix.samples {
 		if smp.Size > maxFileSize {
 			s.skipped = append(s.skipped, fmt.Sprintf("%s: %s: image of %d bytes is over the %d-byte limit", path, smp.Key, smp.Size, maxFileSize))
+			s.leftOut++
 			continue
 		}
 		s.samples = append(s.samples, shardSample{offset: smp.Offset, size: int32(smp.Size), shard: shard, label: int32(smp.Label)})
@@ -295,8 +363,11 @@ func (s *Shards) add(shard int32, ix shardIndex) {
 	for _, sk := range ix.skips {
 		s.skipped = append(s.skipped, fmt.Sprintf("%s: %s: %s", path, sk.Key, sk.Why))
 	}
+	s.leftOut += len(ix.skips)
 	if ix.broke != nil {
-		s.skipped = append(s.skipped, fmt.Sprintf("%s: the rest of the shard: %v", path, ix.broke))
+		lost := max(1, typical-len(ix.samples)-len(ix.skips))
+		s.skipped = append(s.skipped, fmt.Sprintf("%s: the rest of the shard (counted as %d samples, what a whole shard holds less what this one did): %v", path, lost, ix.broke))
+		s.leftOut += lost
 	}
 }
 
@@ -367,6 +438,9 @@ func remoteSummary(where string, store *remote.Store) string {
 
 // Skipped lists what indexing left out, "shard: key: why".
 func (s *Shards) Skipped() []string { return s.skipped }
+
+// LeftOut implements Skipper: the samples indexing left out.
+func (s *Shards) LeftOut() int { return s.leftOut }
 
 // Encoded implements Source: from its shard, read whole, where the
 // planned epoch reads a good part of it; else a ranged read of the image

@@ -32,9 +32,12 @@ type Source interface {
 
 // Rescanner is a source that can list itself again (a local folder,
 // --rescan): new samples get indices after the others, known ones keep
-// theirs.
+// theirs. Removed are the known samples the last listing did not find:
+// they left the dataset (the producer makes them no more), which is not
+// data lost.
 type Rescanner interface {
-	Rescan() (added int, err error)
+	Rescan(ctx context.Context) (added int, err error)
+	Removed() []int
 }
 
 // Sharded is a source whose samples live in shards that are best read
@@ -70,8 +73,12 @@ type Versioned interface {
 
 // Skipper is a source that left samples out when it was opened (shard
 // members without an image or a label, broken tails), each named.
+// LeftOut is how many samples that was: they count against
+// --max-skipped as samples skipped later do, over a dataset of Len()
+// plus them.
 type Skipper interface {
 	Skipped() []string
+	LeftOut() int
 }
 
 // As is the capability T of src, or of the source under its cache:
@@ -137,7 +144,7 @@ func OpenWith(ctx context.Context, spec string, opts Options) (Source, error) {
 	if IsShardSpec(spec) {
 		return openShards(ctx, spec, spec, localShards{}, opts.ShardIndex)
 	}
-	return ScanFolder(spec)
+	return scanFolder(ctx, spec)
 }
 
 // maxSynthetic bounds synthetic:N: the producer keeps each epoch's order,

@@ -37,9 +37,38 @@ var imageExts = map[string]bool{
 	"gif": true, "tif": true, "tiff": true, "ppm": true, "pgm": true,
 }
 
+// Break is where and why a shard's index stopped early: At is the byte
+// of the stream it had reached. A break is the shard's own (its bytes say
+// so: ShardsOwn) or the stream's (a read that failed, a context ended),
+// which says nothing of the shard.
+type Break struct {
+	At  int64
+	Err error
+}
+
+func (b *Break) Error() string { return b.Err.Error() }
+func (b *Break) Unwrap() error { return b.Err }
+
+// ShardsOwn says whether the break err (from Index) is the shard's own
+// fault, given its size: bytes that are not a tar, or a tar that ends
+// before its last member does (a shard cut short, a half-copied file).
+// Anything else is the stream's: a read error, a connection that broke,
+// a cancelled run. Those must never make an index short.
+func ShardsOwn(err error, size int64) bool {
+	var b *Break
+	if !errors.As(err, &b) {
+		return false
+	}
+	if errors.Is(err, tar.ErrHeader) || errors.Is(err, tar.ErrFieldTooLong) || errors.Is(err, tar.ErrInsecurePath) {
+		return true
+	}
+	return (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) && b.At >= size
+}
+
 // Index reads the tar stream r (a seeker is skipped over, not read) and
 // returns its samples in member order, the groups it left out, and the
-// error that stopped it early, if any (the samples before it stand).
+// error that stopped it early, if any (a *Break; the samples before it
+// stand).
 func Index(r io.Reader) ([]Sample, []Skip, error) {
 	pr := &posReader{r: r}
 	if s, ok := r.(io.Seeker); ok {
@@ -60,7 +89,7 @@ func Index(r io.Reader) ([]Sample, []Skip, error) {
 			} else {
 				ix.cutOff()
 			}
-			return ix.samples, ix.skips, fmt.Errorf("tar header at byte %d: %w", pr.pos, err)
+			return ix.samples, ix.skips, &Break{At: pr.pos, Err: fmt.Errorf("tar header at byte %d: %w", pr.pos, err)}
 		}
 		if h.Typeflag != tar.TypeReg { // archive/tar reads the old TypeRegA as TypeReg
 			continue
@@ -77,7 +106,7 @@ func Index(r io.Reader) ([]Sample, []Skip, error) {
 		case ext == "cls" || ext == "json":
 			if err := ix.label(tr, ext, h.Size); err != nil {
 				ix.cutOff()
-				return ix.samples, ix.skips, fmt.Errorf("member %q at byte %d: %w", printable(h.Name), pr.pos, err)
+				return ix.samples, ix.skips, &Break{At: pr.pos, Err: fmt.Errorf("member %q at byte %d: %w", printable(h.Name), pr.pos, err)}
 			}
 		}
 	}

@@ -123,14 +123,24 @@ no_leftovers() { # JOB
 }
 
 # 1. A sweep over the 2 nodes, 2 trials on each, CPU only, no cache.
+# Held at first, so that another user (nobody) plants a file and a link
+# at the names a guessable recipe would use for its mountpoints: the job
+# must neither fail for them nor mount through the link.
 cd "$work/submit"
-start=$(date +%s.%N)
 job=$(SOURCE=synthetic:40 TRIALS_PER_NODE=2 TRIAL_GPUS=0 TSOCK_CACHE=0 TSOCK_ARGS="--batch-size 8 --buffer 4MiB --image-size 8" \
-	sbatch --parsable --nodes=2 --output="$work/sweep-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
+	sbatch --hold --parsable --nodes=2 --output="$work/sweep-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
+mkdir -p "$work/victim"
+setpriv --reuid=65534 --regid=65534 --clear-groups touch "/dev/shm/tsock-$job.n1"
+setpriv --reuid=65534 --regid=65534 --clear-groups ln -s "$work/victim" "/dev/shm/tsock-$job.n2"
+start=$(date +%s.%N)
+scontrol release "$job"
 wait_done "$job"
 end=$(date +%s.%N)
-[[ $(state "$job") == COMPLETED ]] || fail "sweep job $job ended $(state "$job"):
+[[ $(state "$job") == COMPLETED ]] || fail "sweep job $job ended $(state "$job") beside the planted names:
 $(cat "$work/sweep-$job.out")"
+grep -q " $work/victim " /proc/mounts && fail "job $job mounted through the planted link"
+[[ -f /dev/shm/tsock-$job.n1 && -L /dev/shm/tsock-$job.n2 ]] || fail "job $job touched the planted names"
+rm -f "/dev/shm/tsock-$job.n1" "/dev/shm/tsock-$job.n2"
 no_leftovers "$job"
 # tsock was unmounted, not killed: its step (and every other) ended with 0.
 if grep -E "srun: error|Killed|terminated" "$work/sweep-$job.out"; then
@@ -148,7 +158,7 @@ PY
 done
 per_node=$(python3 -c 'import json, sys; print(" ".join(sorted(json.load(open(f))["node"] for f in sys.argv[1:])))' result-trial-*.json)
 [[ $per_node == "n1 n1 n2 n2" ]] || fail "trials ran on nodes $per_node, want 2 on each of n1 and n2"
-echo "slurm test: sweep job $job over 2 nodes COMPLETED in $(awk "BEGIN { printf \"%.1f\", $end - $start }") s, 4 trials (2 a node, each on its node's mount) of exact epochs, no mount left"
+echo "slurm test: sweep job $job over 2 nodes (beside a file and a link another user planted at guessable names) COMPLETED in $(awk "BEGIN { printf \"%.1f\", $end - $start }") s, 4 trials (2 a node, each on its node's mount) of exact epochs, no mount left"
 
 # 2. A tsock that cannot start fails the job at once, with its message.
 start=$(date +%s.%N)
