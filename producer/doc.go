@@ -39,9 +39,13 @@
 //     Past Config.MaxSkipped (--max-skipped) the run fails instead
 //     (batchstore.ErrSkipBudget). Under --rescan a skipped sample whose
 //     file changed (source.Versioned) is tried again.
-//   - A kept sample (Config.Keep) is served only while its file is the
-//     version it was made from; a changed one is made again, a deleted
-//     one skipped.
+//   - A kept sample (Config.Keep) is served only while its file or
+//     shard is the version it was made from; a changed one is made
+//     again, a deleted one skipped.
+//   - The skip budget counts what the source left out at open
+//     (source.Skipper) beside what is skipped later, over the dataset it
+//     should have been; a file removed from a rescanned folder leaves the
+//     dataset (Stats.Removed) and is never counted.
 //   - What tells of the store, not of a sample (remote.StoreFault: a
 //     store that keeps failing, credentials refused, a dataset gone) and
 //     reads cut short by the run stopping never mark a sample bad.

@@ -197,7 +197,9 @@ func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) *daemon {
 	select {
 	case line := <-ready:
 		if !strings.HasPrefix(line, "tsock: mounted ") {
-			t.Fatalf("no ready line: %q\nstderr: %s", line, d.stderr)
+			err := <-d.done // exited: its stderr is written whole
+			d.done <- err
+			t.Fatalf("no ready line: %q (%v)\nstderr: %s", line, err, d.stderr)
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("daemon not ready in 60s; stderr: %s", d.stderr)

@@ -282,6 +282,10 @@ func (c *mountCommand) Run(ctx context.Context) error {
 		if c.metricsHTTP != nil {
 			c.metricsHTTP.listener.Close()
 		}
+		if ctx.Err() != nil { // a signal while the source was opened: a clean stop, as while serving
+			slog.Info("signal received while the source was opened: stopped, nothing mounted, no index kept", "err", err)
+			return nil
+		}
 		return err
 	}
 	// Every goroutine Run starts ends before it returns, but the one that
@@ -378,7 +382,7 @@ func (c *mountCommand) setUp(ctx context.Context) error {
 	if c.ingestMode {
 		return c.setUpIngest(limit)
 	}
-	src, err := source.OpenWith(ctx, c.source, source.Options{S3: c.s3, ShardIndex: c.shardIndex})
+	src, err := c.openSource(ctx)
 	if err != nil {
 		return err
 	}

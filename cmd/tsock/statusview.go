@@ -144,6 +144,10 @@ func statusReadError(mountpoint string, err error) error {
 		if _, serr := os.Stat(mountpoint); serr != nil {
 			return fmt.Errorf("%s: %w", mountpoint, unwrapPath(serr))
 		}
+		if text, serr := os.ReadFile(filepath.Join(mountpoint, "status")); serr == nil && strings.HasPrefix(string(text), "state: starting") {
+			// The starting mount: the source is being listed or indexed.
+			return fmt.Errorf("%s: tsock is starting, no status.json yet:\n%s", mountpoint, strings.TrimSpace(string(text)))
+		}
 		return fmt.Errorf("%s is not a tsock mount (no status.json)", mountpoint)
 	}
 	return fmt.Errorf("%s: %w", mountpoint, unwrapPath(err))

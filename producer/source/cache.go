@@ -101,28 +101,45 @@ func (c *Cache) Close() error {
 
 // Encoded implements Source: from the cache when there.
 func (c *Cache) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
-	var version uint64
-	if c.versioned != nil {
-		v, err := c.versioned.Version(i)
+	// The source's version is asked only where a copy would be served,
+	// and after a read to tag what is kept (a shard's is then known
+	// from the read: no HEAD in a first epoch).
+	if c.Holds(i) {
+		version, err := c.version(i)
 		if err != nil {
 			c.Forget(i) // gone or changed: what is kept is not its file
+			c.misses.Add(1)
 			return nil, err
 		}
-		version = xxhash.Sum64String(v) | 1 // never 0, "not kept"
-	}
-	if data, ok, err := c.lookup(i, version, scratch); ok || err != nil {
-		if ok {
-			c.hits.Add(1)
+		if data, ok, err := c.lookup(i, version, scratch); ok || err != nil {
+			if ok {
+				c.hits.Add(1)
+			}
+			return data, err
 		}
-		return data, err
 	}
 	c.misses.Add(1)
 	data, err := c.Source.Encoded(ctx, i, scratch)
 	if err != nil || len(data) == 0 {
 		return data, err
 	}
-	c.keep(i, version, data)
+	if version, err := c.version(i); err == nil { // else not kept: gone since
+		c.keep(i, version, data)
+	}
 	return data, nil
+}
+
+// version is a hash of sample i's version now (0 for a source without
+// versions), never 0 otherwise (0 is "not kept").
+func (c *Cache) version(i int) (uint64, error) {
+	if c.versioned == nil {
+		return 0, nil
+	}
+	v, err := c.versioned.Version(i)
+	if err != nil {
+		return 0, err
+	}
+	return xxhash.Sum64String(v) | 1, nil
 }
 
 // Holds says whether sample i is kept: reading it reads nothing from the

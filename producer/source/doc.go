@@ -21,7 +21,8 @@
 //
 // Invariants:
 //   - A sample's index, label and name never change once given; a rescan
-//     only appends.
+//     only appends, and names the samples whose files it no longer
+//     found (Rescanner.Removed).
 //   - A shard's samples are read only from the version that was indexed
 //     (ETag, or inode, size and mtime): a replaced shard's samples fail
 //     with ErrShardChanged, never read at stale offsets.
@@ -35,5 +36,19 @@
 //     read-ahead is a guess that costs bytes when wrong, never a sample:
 //     a sample is served from a shard only under the plan that asked it.
 //   - An index file is used only where every shard is the version it
-//     was written from; any other file is rebuilt, never trusted.
+//     was written from; any other file is rebuilt, never trusted. It is
+//     read only where nobody but this user or root could have written
+//     it, and never overwritten where it is not an index of tsock's
+//     (shardindex.go's trust model).
+//   - An index is whole or an error: a stream that broke (a read error,
+//     a cancelled run) fails the open and is never kept short; only a
+//     shard's own bytes cut it, and what they cost is counted
+//     (Skipper.LeftOut).
+//   - A copy (Cache's files; the producer's kept samples; whole shards
+//     carried into the next epoch) is served only while its source is
+//     the version it was read from (Versioned: a folder's file at each
+//     read, a shard once an epoch).
+//   - A listing follows directory links by walk.go's rules (never into
+//     the source's own folder or one above it, never into a pseudo file
+//     system) and stops when its context ends.
 package source

@@ -49,17 +49,18 @@ const maxLeftOut = 100
 // ScanFolder lists root. It fails when root is missing, not a directory,
 // or holds no image files in class sub-directories.
 func ScanFolder(root string) (*Folder, error) {
-	return scanFolder(context.Background(), root)
+	return scanFolder(context.Background(), root, Options{})
 }
 
-// scanFolder is ScanFolder until ctx ends (a signal to the mount).
-func scanFolder(ctx context.Context, root string) (*Folder, error) {
+// scanFolder is ScanFolder until ctx ends (a signal to the mount),
+// telling opts.Progress how far it got.
+func scanFolder(ctx context.Context, root string, opts Options) (*Folder, error) {
 	prefix := filepath.Clean(root)
 	if !strings.HasSuffix(prefix, string(filepath.Separator)) { // "/" has one
 		prefix += string(filepath.Separator)
 	}
 	f := &Folder{root: root, prefix: prefix}
-	l, _, err := f.scan(ctx, &folderList{})
+	l, _, err := f.scan(ctx, &folderList{}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +81,7 @@ func (f *Folder) Rescan(ctx context.Context) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	old := f.list.Load()
-	l, added, err := f.scan(ctx, old)
+	l, added, err := f.scan(ctx, old, Options{})
 	if err != nil {
 		return 0, err
 	}
@@ -94,12 +95,12 @@ func (f *Folder) Removed() []int { return f.list.Load().removed }
 
 // scan lists root against what was found before (old), returning the
 // list with the new samples appended.
-func (f *Folder) scan(ctx context.Context, old *folderList) (*folderList, int, error) {
+func (f *Folder) scan(ctx context.Context, old *folderList, opts Options) (*folderList, int, error) {
 	entries, err := os.ReadDir(f.root)
 	if err != nil {
 		return nil, 0, fmt.Errorf("source %s: %w", f.root, err)
 	}
-	w, err := newWalker(ctx, f.root)
+	w, err := newWalker(ctx, f.root, opts)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -42,7 +42,7 @@ var listProgressEvery = 2 * time.Second
 // first (one listing with a delimiter), then every class's keys, many
 // classes at once, page by page, saying how far it got every few seconds
 // on the log. ctx bounds the listing; each read takes its own.
-func OpenS3Folder(ctx context.Context, bucket, prefix string, store *remote.Store) (*S3Folder, error) {
+func OpenS3Folder(ctx context.Context, bucket, prefix string, store *remote.Store, opts Options) (*S3Folder, error) {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
@@ -58,7 +58,7 @@ func OpenS3Folder(ctx context.Context, bucket, prefix string, store *remote.Stor
 			classDirs = append(classDirs, d)
 		}
 	}
-	lists, err := f.listClasses(ctx, spec, classDirs)
+	lists, err := f.listClasses(ctx, spec, classDirs, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -94,14 +94,14 @@ type classNames struct {
 }
 
 // listClasses lists every class prefix, s3ListParallel at a time.
-func (f *S3Folder) listClasses(ctx context.Context, spec string, dirs []string) ([]classNames, error) {
+func (f *S3Folder) listClasses(ctx context.Context, spec string, dirs []string, opts Options) ([]classNames, error) {
 	lists := make([]classNames, len(dirs))
 	errs := make([]error, len(dirs))
 	var listed atomic.Int64
 	var classesDone atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { f.reportProgress(spec, len(dirs), &listed, &classesDone, stop) })
+	wg.Go(func() { f.reportProgress(spec, len(dirs), &listed, &classesDone, stop, opts) })
 	next := make(chan int)
 	var workers sync.WaitGroup
 	for range min(s3ListParallel, len(dirs)) {
@@ -156,10 +156,11 @@ func imageName(dir, key string, size int64) (string, bool) {
 
 // reportProgress logs the listing's progress every listProgressEvery
 // until stop: the user is waiting at the terminal.
-func (f *S3Folder) reportProgress(spec string, classes int, listed, done *atomic.Int64, stop <-chan struct{}) {
+func (f *S3Folder) reportProgress(spec string, classes int, listed, done *atomic.Int64, stop <-chan struct{}, opts Options) {
 	t := time.NewTicker(listProgressEvery)
 	defer t.Stop()
 	start := time.Now()
+	opts.tell("listing %s: %d classes", spec, classes)
 	for {
 		select {
 		case <-stop:
@@ -169,6 +170,7 @@ func (f *S3Folder) reportProgress(spec string, classes int, listed, done *atomic
 			return
 		case <-t.C:
 			slog.Info("listing", "source", spec, "keys", listed.Load(), "classes_done", done.Load(), "classes", classes)
+			opts.tell("listing %s: %d keys, %d of %d classes done", spec, listed.Load(), done.Load(), classes)
 		}
 	}
 }

@@ -50,12 +50,12 @@ type s3Shards struct {
 // with braces and globs) names: each shard is read once, whole, as one
 // stream, 16 at a time; each image is then one ranged GET. ctx bounds
 // the indexing; each read takes its own.
-func OpenS3Shards(ctx context.Context, spec string, store *remote.Store, indexPath string) (*Shards, error) {
+func OpenS3Shards(ctx context.Context, spec string, store *remote.Store, opts Options) (*Shards, error) {
 	bucket, keys, err := ParseS3Spec(spec)
 	if err != nil {
 		return nil, err
 	}
-	return openShards(ctx, spec, keys, s3Shards{store: store, bucket: bucket}, indexPath)
+	return openShards(ctx, spec, keys, s3Shards{store: store, bucket: bucket}, opts)
 }
 
 // s3IndexParallel is how many shards are indexed at once: the network,

@@ -178,8 +178,11 @@ func loadIndex(ctx context.Context, path string, names []string, files shardFile
 		slog.Info("shard index file not used: the shards are indexed again and it is rewritten", append([]any{"file", path, "why", why}, args...)...)
 		return nil, nil
 	}
-	if err != nil {
+	if errors.Is(err, errIndexRefused) {
 		return nil, err // not ours, or not trusted: neither read nor rewritten
+	}
+	if err != nil {
+		return stale(err.Error()) // unreadable: the write will say why too
 	}
 	have, ixs, err := decodeIndex(data)
 	if err != nil {

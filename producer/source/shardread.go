@@ -394,6 +394,7 @@ func (r *shardReader) load(sh int32) *wholeShard {
 		if err == nil {
 			r.Requests.Add(1)
 			r.Bytes.Add(size)
+			r.s.verified(sh)
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()

@@ -75,14 +75,16 @@ func IsShardSpec(spec string) bool { return strings.HasSuffix(spec, ".tar") }
 // breaks off keeps the samples before the break, and the rest is
 // counted as skipped.
 func OpenShards(spec string) (*Shards, error) {
-	return openShards(context.Background(), spec, spec, localShards{}, "")
+	return openShards(context.Background(), spec, spec, localShards{}, Options{})
 }
 
 // openShards indexes the shards that pattern names in files, as many at
 // a time as files allows, or takes their index from the index file at
 // indexPath where it is theirs (then writing it if it was not); spec is
 // what the user wrote, for messages.
-func openShards(ctx context.Context, spec, pattern string, files shardFiles, indexPath string) (*Shards, error) {
+func openShards(ctx context.Context, spec, pattern string, files shardFiles, opts Options) (*Shards, error) {
+	indexPath := opts.ShardIndex
+	opts.tell("listing the shards of %s", spec)
 	paths, err := files.paths(ctx, pattern)
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
@@ -90,6 +92,7 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, ind
 	var indexes []shardIndex
 	index := ""
 	if indexPath != "" {
+		opts.tell("checking the index file %s against %d shards", indexPath, len(paths))
 		switch indexes, err = loadIndex(ctx, indexPath, paths, files); {
 		case errors.Is(err, errIndexRefused):
 			// Not ours to read or to replace: indexed in memory, said.
@@ -102,7 +105,7 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, ind
 		}
 	}
 	if indexes == nil {
-		indexes = indexAll(ctx, paths, files)
+		indexes = indexAll(ctx, paths, files, opts)
 		if indexPath != "" && !anyFailed(indexes) {
 			index = "written to " + indexPath
 			if err := saveIndex(indexPath, paths, indexes); err != nil {
@@ -136,10 +139,20 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, ind
 	return s, nil
 }
 
-// indexAll indexes every shard, as many at a time as files allows.
-func indexAll(ctx context.Context, paths []string, files shardFiles) []shardIndex {
+// indexAll indexes every shard, as many at a time as files allows,
+// telling opts.Progress how far it got.
+func indexAll(ctx context.Context, paths []string, files shardFiles, opts Options) []shardIndex {
 	indexes := make([]shardIndex, len(paths))
-	inParallel(len(paths), files.parallel(), func(i int) { indexes[i] = files.index(ctx, paths[i]) })
+	var mu sync.Mutex
+	done := 0
+	opts.tell("indexing %d shards: 0 done", len(paths))
+	inParallel(len(paths), files.parallel(), func(i int) {
+		indexes[i] = files.index(ctx, paths[i])
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		opts.tell("indexing %d shards: %d done (reading each whole; kept in the index file for the next mount)", len(paths), done)
+	})
 	return indexes
 }
 
@@ -463,5 +476,6 @@ func (s *Shards) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, e
 	if err := s.files.readAt(ctx, s.paths[smp.shard], s.versions[smp.shard], b, smp.offset); err != nil {
 		return nil, err
 	}
+	s.verified(smp.shard)
 	return b, nil
 }

@@ -40,11 +40,10 @@ func (v *shardVersions) newEpoch() {
 	v.now = nil
 }
 
-// check is nil if shard sh is still the version indexed, checked once
-// this epoch.
-func (s *Shards) checkShard(sh int32) error {
-	v := &s.checks
+// check is shard sh's check this epoch.
+func (v *shardVersions) check(sh int32) *shardCheck {
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	if v.now == nil {
 		v.now = map[int32]*shardCheck{}
 	}
@@ -53,7 +52,20 @@ func (s *Shards) checkShard(sh int32) error {
 		c = &shardCheck{}
 		v.now[sh] = c
 	}
-	v.mu.Unlock()
+	return c
+}
+
+// verified records that a read of shard sh this epoch found it the
+// version indexed (every read carries it: If-Match, or the local check):
+// no stat or HEAD is spent to learn it again.
+func (s *Shards) verified(sh int32) {
+	s.checks.check(sh).once.Do(func() {})
+}
+
+// checkShard is nil if shard sh is still the version indexed, checked
+// once this epoch.
+func (s *Shards) checkShard(sh int32) error {
+	c := s.checks.check(sh)
 	c.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), versionCheckTimeout)
 		defer cancel()

@@ -112,6 +112,18 @@ type Options struct {
 	// ShardIndex is an index file for tar shards (see shardindex.go):
 	// read where it indexes these shards as they are, else written.
 	ShardIndex string
+	// Progress, if set, is told what opening the source is doing now,
+	// one line, as it goes (each folder listed, each shard indexed): a
+	// long listing or index pass is seen, not silent (the mount's status
+	// while it starts).
+	Progress func(line string)
+}
+
+// tell calls o.Progress, if set.
+func (o Options) tell(format string, args ...any) {
+	if o.Progress != nil {
+		o.Progress(fmt.Sprintf(format, args...))
+	}
 }
 
 // OpenWith is OpenContext with every option.
@@ -127,9 +139,9 @@ func OpenWith(ctx context.Context, spec string, opts Options) (Source, error) {
 			return nil, err
 		}
 		if IsShardSpec(key) {
-			return OpenS3Shards(ctx, spec, store, opts.ShardIndex)
+			return OpenS3Shards(ctx, spec, store, opts)
 		}
-		return OpenS3Folder(ctx, bucket, key, store)
+		return OpenS3Folder(ctx, bucket, key, store, opts)
 	}
 	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
 		n, err := strconv.Atoi(rest)
@@ -142,9 +154,9 @@ func OpenWith(ctx context.Context, spec string, opts Options) (Source, error) {
 		return nil, fmt.Errorf("source: no directory given")
 	}
 	if IsShardSpec(spec) {
-		return openShards(ctx, spec, spec, localShards{}, opts.ShardIndex)
+		return openShards(ctx, spec, spec, localShards{}, opts)
 	}
-	return scanFolder(ctx, spec)
+	return scanFolder(ctx, spec, opts)
 }
 
 // maxSynthetic bounds synthetic:N: the producer keeps each epoch's order,

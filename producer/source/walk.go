@@ -33,6 +33,7 @@ import (
 // listing that meets a surprise is seen, not silent.
 type walker struct {
 	ctx     context.Context
+	opts    Options        // its Progress is told each directory
 	above   map[dirID]bool // the source's directory and every one above it
 	leftOut []string
 	dirs    int // directories listed so far
@@ -46,8 +47,8 @@ type walker struct {
 // walkProgressEvery is how often a long listing says how far it got.
 var walkProgressEvery = 2 * time.Second
 
-func newWalker(ctx context.Context, root string) (*walker, error) {
-	w := &walker{ctx: ctx, above: map[dirID]bool{}, done: make(chan struct{})}
+func newWalker(ctx context.Context, root string, opts Options) (*walker, error) {
+	w := &walker{ctx: ctx, opts: opts, above: map[dirID]bool{}, done: make(chan struct{})}
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", root, err)
@@ -123,7 +124,9 @@ func (w *walker) walk(dir string, above []dirID, files *[]string) error {
 	}
 	w.mu.Lock()
 	w.at, w.dirs = dir, w.dirs+1
+	dirs, images := w.dirs, w.files
 	w.mu.Unlock()
+	w.opts.tell("listing the folder: %d directories, %d images so far, at %s", dirs, images, dir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		noteLeftOut(&w.leftOut, dir, err) // the entries read before the error are listed still
