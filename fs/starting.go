@@ -12,12 +12,12 @@ import (
 )
 
 // Starting is the mount a daemon shows while it lists or indexes its
-// source, before the store exists: MOUNTPOINT/status alone, saying what it
-// is doing and how far it got, so that a listing of a million files or an
-// index pass over a bucket is seen, not a silent empty directory. It has
-// no status.json: programs (readiness probes, the Slurm recipe) wait for
-// that, which only the real mount serves. Unmount it before the real
-// mount.
+// source, before the store exists: MOUNTPOINT/starting alone, saying what
+// it is doing and how far it got, so that a listing of a million files or
+// an index pass over a bucket is seen, not a silent empty directory. It
+// has neither status nor status.json: programs (readiness probes, the
+// Slurm recipe, scripts) wait for those, which only the real mount
+// serves. Unmount it before the real mount.
 type Starting struct {
 	dir    string
 	server *fuse.Server
@@ -32,7 +32,7 @@ type startingRoot struct {
 var _ = (fusefs.NodeOnAdder)((*startingRoot)(nil))
 
 func (r *startingRoot) OnAdd(ctx context.Context) {
-	r.AddChild("status", r.NewPersistentInode(ctx, &textFile{render: r.status}, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+	r.AddChild("starting", r.NewPersistentInode(ctx, &textFile{render: r.status}, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
 }
 
 // MountStarting serves status at dir until Unmount. dir must be

@@ -398,6 +398,7 @@ func (c *mountCommand) setUp(ctx context.Context) error {
 		src = c.cache
 	}
 	c.cfg.Source = src
+	c.warnShuffle()
 	// Listing or indexing a large source leaves garbage (a string per
 	// file while a class is listed): give it back now, so that what the
 	// daemon holds after the mount is what it keeps.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,7 +247,7 @@ func shardsInS3(t *testing.T) (*s3test.Server, string) {
 
 // TestAStartingMountSaysWhatItDoesAndStopsOnSIGTERM: while a mount lists
 // or indexes its source (here an index pass over a store that does not
-// answer), MOUNTPOINT/status says so and how far it got, `tsock status`
+// answer), MOUNTPOINT/starting says so and how far it got, `tsock status`
 // says it is starting, and SIGTERM ends the daemon there: exit 0, no
 // mount and no index file left. Before, nothing was mounted and nothing
 // said until the pass ended, and a listing went on past the signal.
@@ -270,15 +271,17 @@ func TestAStartingMountSaysWhatItDoesAndStopsOnSIGTERM(t *testing.T) {
 		<-done
 		syscall.Unmount(dir, syscall.MNT_DETACH)
 	})
-	waittest.Until(t, "the starting mount's status", func() bool {
-		text, _ := os.ReadFile(filepath.Join(dir, "status"))
+	waittest.Until(t, "the starting mount's file", func() bool {
+		text, _ := os.ReadFile(filepath.Join(dir, "starting"))
 		return strings.Contains(string(text), "state: starting") && strings.Contains(string(text), "indexing 3 shards: 0 done")
 	})
 	if code, out := runCLI(t, "status", dir); code == 0 || !strings.Contains(out, "tsock is starting") {
 		t.Fatalf("tsock status while starting: exit %d, %q", code, out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "status.json")); !os.IsNotExist(err) {
-		t.Fatalf("status.json while starting (readiness probes wait for it): %v", err)
+	for _, name := range []string{"status", "status.json"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
+			t.Fatalf("%s while starting (readiness probes and scripts wait for it): %v", name, err)
+		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -297,5 +300,42 @@ func TestAStartingMountSaysWhatItDoesAndStopsOnSIGTERM(t *testing.T) {
 	}
 	if _, err := os.Stat(index); !os.IsNotExist(err) {
 		t.Fatalf("an index file was written by a pass cut short: %v", err)
+	}
+}
+
+// TestStatusSaysHowFarTheShuffleReaches: a training mount of tar shards
+// whose shard memory holds a window of 1 of 6 shards says so in status
+// and status.json, with the knob that widens it, and warns on the log; a
+// mount whose window holds every shard, and an eval mount, say theirs.
+func TestStatusSaysHowFarTheShuffleReaches(t *testing.T) {
+	spec := producertest.Shards(t, producertest.Folder(t, 24, 2), 4) // 6 shards
+	_, bytes := producertest.ShardFiles(t, spec)
+	narrow := fmt.Sprint(2 * bytes / 6) // half of it holds a shard
+	for _, tc := range []struct {
+		args       []string
+		kind, line string
+		reach      int
+		warn       bool
+	}{
+		{[]string{"--shard-memory", narrow}, "shard window", "shuffle: a batch draws from a window of 1 of 6 shards (about 4 of 24 samples); far below a uniform shuffle's reach", 4, true},
+		{nil, "uniform", "shuffle: uniform over all 24 samples", 24, false},
+		{[]string{"--transform", "eval"}, "none", "shuffle: none (eval: the dataset's order)", 0, false},
+	} {
+		d := startDaemon(t, append([]string{"--source", spec, "--batch-size", "4", "--image-size", "8", "--epochs", "1"}, tc.args...)...)
+		st := readFile(t, filepath.Join(d.dir, "status"))
+		if !strings.Contains(st, tc.line) || strings.Contains(st, "--shard-memory (the window") != tc.warn {
+			t.Errorf("%v: status lacks %q (or the knob):\n%s", tc.args, tc.line, st)
+		}
+		var doc statusDoc
+		if err := json.Unmarshal([]byte(readFile(t, filepath.Join(d.dir, "status.json"))), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if s := doc.Shuffle; s == nil || s.Kind != tc.kind || s.Reach != tc.reach || s.Samples != 24 || (s.Warning != "") != tc.warn {
+			t.Errorf("%v: status.json shuffle %+v, want %s reaching %d of 24", tc.args, doc.Shuffle, tc.kind, tc.reach)
+		}
+		d.stop(t)
+		if logged := strings.Contains(d.stderr.String(), "the shuffle reaches a small part of the dataset"); logged != tc.warn {
+			t.Errorf("%v: warned on the log: %v, want %v", tc.args, logged, tc.warn)
+		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // opening is what opening the source is doing, for the starting mount's
-// status: listing a folder of a million files or indexing a bucket of
+// one file (MOUNTPOINT/starting): listing a folder of a million files or indexing a bucket of
 // shards takes minutes, and a user who looks at the mountpoint then
 // sees how far it got instead of an empty directory.
 type opening struct {
@@ -39,7 +39,7 @@ func (o *opening) status(spec string) ([]byte, error) {
 }
 
 // openSource opens the source while a starting mount at the mountpoint
-// says how far it got (MOUNTPOINT/status), then takes that mount away
+// says how far it got (MOUNTPOINT/starting), then takes that mount away
 // for the real one. SIGINT/SIGTERM end it at any point (ctx).
 func (c *mountCommand) openSource(ctx context.Context) (source.Source, error) {
 	o := &opening{started: time.Now(), line: "starting"}

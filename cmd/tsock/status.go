@@ -95,6 +95,9 @@ func (c *mountCommand) statusText(s *mountSnapshot) string {
 		if sh := s.shards; sh != nil {
 			b.WriteString(shardsLine(sh))
 		}
+		if r := c.shuffleReach(s.shards); r != nil {
+			b.WriteString(r.line())
+		}
 		if left := s.leftOut; len(left) > 0 {
 			fmt.Fprintf(&b, "left out when the source was listed or indexed: %d (%d samples, counted against --max-skipped)\n", len(left), s.leftOutSamples)
 			for _, l := range left[:min(len(left), 3)] {

@@ -45,7 +45,10 @@ type statusDoc struct {
 	Cache     *cacheDoc     `json:"cache,omitempty"`  // with --cache
 	Remote    *remoteDoc    `json:"remote,omitempty"` // with an s3:// source
 	Shards    *shardsDoc    `json:"shards,omitempty"` // with tar shards
-	Kept      *keptDoc      `json:"kept,omitempty"`   // with --keep (--transform eval)
+	// Shuffle: how far a training epoch's shuffle reaches (not with
+	// --ingest, whose producer orders its own batches).
+	Shuffle *shuffleReach `json:"shuffle,omitempty"`
+	Kept    *keptDoc      `json:"kept,omitempty"` // with --keep (--transform eval)
 }
 
 // keptDoc is --keep: samples made once and copied into later epochs.
@@ -215,6 +218,7 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 	if k := s.kept; k != nil {
 		doc.Kept = &keptDoc{Limit: k.Limit, Used: k.Used, Samples: k.Samples, Served: k.Served, Refused: k.Refused}
 	}
+	doc.Shuffle = c.shuffleReach(s.shards)
 	if sh := s.shards; sh != nil {
 		doc.Shards = &shardsDoc{Memory: sh.Memory, Held: sh.Held, HeldBytes: sh.HeldBytes, Reading: sh.Reading, Reads: sh.Reads,
 			ReadBytes: sh.ReadBytes, Carried: sh.Carried, Wasted: sh.Wasted, Index: sh.Index}

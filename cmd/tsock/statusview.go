@@ -144,7 +144,7 @@ func statusReadError(mountpoint string, err error) error {
 		if _, serr := os.Stat(mountpoint); serr != nil {
 			return fmt.Errorf("%s: %w", mountpoint, unwrapPath(serr))
 		}
-		if text, serr := os.ReadFile(filepath.Join(mountpoint, "status")); serr == nil && strings.HasPrefix(string(text), "state: starting") {
+		if text, serr := os.ReadFile(filepath.Join(mountpoint, "starting")); serr == nil {
 			// The starting mount: the source is being listed or indexed.
 			return fmt.Errorf("%s: tsock is starting, no status.json yet:\n%s", mountpoint, strings.TrimSpace(string(text)))
 		}

@@ -172,11 +172,20 @@ type ShardStats struct {
 	Reads, ReadBytes int64 // whole-shard reads so far
 	Carried, Wasted  int64 // see Carried
 	Index            string
+	// Shards is how many there are; Window, how many a training epoch's
+	// shuffle draws from at once (ShuffleWindow; 0: samples are read
+	// alone, in a uniform order), holding WindowSamples of Samples.
+	Shards, Window         int
+	WindowSamples, Samples int
 }
 
 // Stats is what whole-shard reading did and holds now.
 func (s *Shards) Stats() ShardStats {
-	st := ShardStats{Memory: s.memory, Index: s.index}
+	st := ShardStats{Memory: s.memory, Index: s.index, Shards: len(s.paths), Window: s.ShuffleWindow(), Samples: len(s.samples)}
+	st.WindowSamples = st.Samples
+	if st.Window > 0 && st.Window < st.Shards {
+		st.WindowSamples = st.Samples * st.Window / st.Shards
+	}
 	st.Held, st.HeldBytes, st.Reading = s.Held()
 	st.Reads, st.ReadBytes = s.WholeReads()
 	st.Carried, st.Wasted = s.Carried()
