@@ -310,8 +310,9 @@ func (p *Producer) rescan(ctx context.Context, epoch int) {
 		slog.Warn("rescan failed: the samples known stay", "err", err)
 		return
 	}
-	if removed := r.Removed(); len(removed) > 0 || p.stats.Snapshot().Removed > 0 {
-		p.stats.setRemoved(removed)
+	removed := r.Removed()
+	p.stats.setRemoved(removed) // one that came back is made again
+	if len(removed) > 0 {
 		slog.Info("rescan: files gone from the folder leave the dataset", "removed", len(removed), "epoch", epoch)
 	}
 	if v, ok := source.As[source.Versioned](p.cfg.Source); ok {

@@ -119,14 +119,32 @@ func (c *Cache) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, er
 		}
 	}
 	c.misses.Add(1)
+	// A source whose reads check the version (a shard's: If-Match, or
+	// the local check) read the version it has after the read; another
+	// (a folder's file) is asked before and after, and what was read is
+	// kept only if the two agree: never old bytes under a new version.
+	var before uint64
+	_, checked := c.Source.(readsCheckVersion)
+	if !checked {
+		var err error
+		if before, err = c.version(i); err != nil {
+			return nil, err
+		}
+	}
 	data, err := c.Source.Encoded(ctx, i, scratch)
 	if err != nil || len(data) == 0 {
 		return data, err
 	}
-	if version, err := c.version(i); err == nil { // else not kept: gone since
-		c.keep(i, version, data)
+	if after, err := c.version(i); err == nil && (checked || after == before) { // else not kept: changed or gone since
+		c.keep(i, after, data)
 	}
 	return data, nil
+}
+
+// readsCheckVersion is a source whose every read fails unless the
+// sample is the version Version says (Shards: ErrShardChanged).
+type readsCheckVersion interface {
+	readsCheckVersion()
 }
 
 // version is a hash of sample i's version now (0 for a source without

@@ -80,6 +80,8 @@ func (s *Shards) checkShard(sh int32) error {
 	return c.err
 }
 
+func (s *Shards) readsCheckVersion() {}
+
 // Version implements Versioned: the version of sample i's shard as
 // indexed, while the shard is still that one (checked once an epoch);
 // an error once it changed or went.
