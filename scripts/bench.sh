@@ -40,6 +40,8 @@
 #    daemon RSS after the mount and after 3 epochs: scripts/bench_scale.sh
 # 12. Without root: read GB/s as a user without root (daemon reads)
 #    against root's (passthrough): scripts/bench_nonroot.sh
+# 13. Validation accuracy of one training from its own DataLoader and
+#    from tsock (a folder; class-sorted shards): scripts/accuracy.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec 3>&1 1>&2 # the table alone on standard output; progress on standard error
@@ -321,3 +323,7 @@ scripts/bench_scale.sh 3 "$runs" >&3
 
 # 12. Without root: its own table (see the script).
 scripts/bench_nonroot.sh "$runs" >&3
+
+# 13. Accuracy: the same training from its own DataLoader and from tsock
+# (a folder; class-sorted shards): its own table (see the script).
+scripts/accuracy.sh 600 3 6 >&3

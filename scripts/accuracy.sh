@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Does a trial learn from tsock as well as from its own DataLoader? Trains
+# the same small CNN (BatchNorm) with the same hyper-parameters and seeds
+# on real photographs (scripts/realphotos.sh's crops of Debian's wallpaper
+# photos: 20 classes, a photo each; validation on other crops; 64 px)
+# three ways: torchvision's ImageFolder
+# DataLoader, a tsock mount of the same folder, and a tsock mount of the
+# same photos as tar shards written class by class (one class a shard, as
+# a conversion straight from a class-sorted folder writes them), with a
+# shard memory of 4.65 shards (ImageNet's ratio: 512 MiB of 110 MB
+# shards). Prints each run's validation accuracy and a table: mean
+# (min-max) over the seeds, and each side's difference from the
+# DataLoader's, seed by seed.
+#
+#   scripts/accuracy.sh [TRAIN_IMAGES] [SEEDS] [EPOCHS]   default 600, 3, 6
+set -euo pipefail
+cd "$(dirname "$0")/.."
+images=${1:-600}
+seeds=${2:-3}
+epochs=${3:-6}
+classes=20
+TSOCK_SETUP_TORCH=1 scripts/setup.sh
+work=$(mktemp -d /tmp/tsock-accuracy.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export PATH="$PATH:/usr/local/go/bin"
+CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations" go build -o "$work/tsock" ./cmd/tsock
+scripts/realphotos.sh "$work/probe" 1 >/dev/null # fetches the wallpaper photos into its cache
+rm -rf "$work/probe"
+# A class a photo: CLASSES photos spread over the set, each cut into
+# crops (train and validation drawn apart, with other seeds).
+mkdir "$work/src"
+/usr/bin/python3 - "$work/src" "$classes" "${TSOCK_CACHE:-/var/cache/tsock}/wallpapers" <<'PY'
+import os, sys
+sys.path.insert(0, "scripts/python")
+from realphotos import photos
+out, k, cache = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+ps = photos([cache])
+for c in range(k):
+    os.symlink(ps[c * len(ps) // k], os.path.join(out, "%02d.jpg" % c))
+PY
+/usr/bin/python3 scripts/python/realphotos.py "$work/train" "$work/src" --images "$images" --classes "$classes" --seed 1 >/dev/null
+/usr/bin/python3 scripts/python/realphotos.py "$work/val" "$work/src" --images $((images / 3)) --classes "$classes" --seed 2 >/dev/null
+# One shard a class, in class order: KEY.jpg and KEY.cls.
+/usr/bin/python3 - "$work/train" "$work/shards" <<'PY'
+import io, os, sys, tarfile
+src, out = sys.argv[1], sys.argv[2]
+os.makedirs(out)
+for label, cls in enumerate(sorted(d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d)))):
+    with tarfile.open(os.path.join(out, f"shard-{label:03d}.tar"), "w", format=tarfile.USTAR_FORMAT) as tar:
+        for name in sorted(os.listdir(os.path.join(src, cls))):
+            key = f"{cls}-{os.path.splitext(name)[0]}"
+            tar.add(os.path.join(src, cls, name), arcname=key + ".jpg")
+            data = str(label).encode()
+            info = tarfile.TarInfo(key + ".cls")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+PY
+shards=$(ls "$work/shards" | wc -l)
+bytes=$(du -cb "$work/shards"/*.tar | tail -1 | cut -f1)
+memory=$((bytes * 465 / 100 / shards))
+echo "accuracy: $images photos of $classes classes (val $((images / 3))), $shards class-sorted shards, --shard-memory $memory (4.65 shards), $seeds seeds, $epochs epochs"
+/usr/bin/python3 scripts/python/accuracy.py --train "$work/train" --val "$work/val" \
+	--shards "$work/shards/shard-{000..$(printf %03d $((shards - 1)))}.tar" --shard-memory "$memory" \
+	--seeds "$seeds" --epochs "$epochs" --tsock "$work/tsock"
