@@ -46,7 +46,8 @@ type Shards struct {
 	bufs         *shardBufs
 	index        string // what became of the index file, for status: "" without one
 
-	checks                     shardVersions // this epoch's checks of shards' versions (shardversion.go)
+	checks                     shardVersions   // this epoch's checks of shards' versions (shardversion.go)
+	ctx                        context.Context // the open's: it ends every check (a stopping daemon waits on none)
 	readerMu                   sync.Mutex
 	reader                     *shardReader // the planned epoch's, nil before any
 	wholeRequests, wholeBytes  int64        // of readers gone
@@ -116,6 +117,7 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, opt
 	}
 	s := &Shards{spec: spec, files: files, paths: paths, versions: make([]string, len(paths)),
 		sizes: make([]int64, len(paths)), shardSamples: make([]int32, len(paths)), memory: DefaultShardMemory, index: index}
+	s.ctx = ctx
 	typical := typicalShard(indexes)
 	for i, ix := range indexes {
 		s.versions[i], s.sizes[i] = ix.version, ix.size

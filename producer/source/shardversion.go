@@ -67,7 +67,7 @@ func (s *Shards) verified(sh int32) {
 func (s *Shards) checkShard(sh int32) error {
 	c := s.checks.check(sh)
 	c.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), versionCheckTimeout)
+		ctx, cancel := context.WithTimeout(s.ctx, versionCheckTimeout)
 		defer cancel()
 		version, size, err := s.files.version(ctx, s.paths[sh])
 		switch {
