@@ -47,4 +47,10 @@
 //   - The kernel checks permissions (default_permissions) against the
 //     modes and owners given here; other users get in only with
 //     AllowOther.
+//   - Before the store exists (the source being listed or indexed), a
+//     starting mount (starting.go) holds one file, starting, and neither
+//     status nor status.json, which programs take as the mount being
+//     ready; it is unmounted before the real mount.
+//   - A mountpoint that is a symbolic link is refused: a daemon running
+//     as root never mounts through a link planted in a shared directory.
 package fs
