@@ -138,8 +138,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train", required=True)
     ap.add_argument("--val", required=True)
-    ap.add_argument("--shards", required=True, help="the train set as tar shards (a tsock --source)")
-    ap.add_argument("--shard-memory", required=True, help="tsock mount --shard-memory for the shards")
+    ap.add_argument("--shards", help="the train set as tar shards (a tsock --source); for the shards side")
+    ap.add_argument("--shard-memory", help="tsock mount --shard-memory for the shards")
     ap.add_argument("--sides", default="dataloader,folder,shards")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=6)
@@ -153,6 +153,8 @@ def main():
     torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
     classes = len([d for d in os.listdir(args.train) if os.path.isdir(os.path.join(args.train, d))])
     sides = args.sides.split(",")
+    if "shards" in sides and not (args.shards and args.shard_memory):
+        ap.error("the shards side needs --shards and --shard-memory")
     acc = {s: [] for s in sides}
     for seed in range(1, args.seeds + 1):
         for side in sides:  # interleaved: each seed runs every side
