@@ -165,3 +165,24 @@ func TestAListingStopsWithTheRun(t *testing.T) {
 		t.Fatalf("a listing after the run stopped: %v, want context.Canceled", err)
 	}
 }
+
+// What a listing leaves out is named up to a bound over the whole scan,
+// not per class: a tree of many unlistable entries spread over classes
+// must not take the daemon's memory.
+func TestLeftOutIsBoundedOverTheScan(t *testing.T) {
+	dir := producertest.Folder(t, 6, 3)
+	for c := range 3 {
+		for k := range 60 {
+			if err := os.Symlink(".", filepath.Join(dir, fmt.Sprintf("class%03d", c), fmt.Sprintf("loop%02d", k))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	f, err := source.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := f.Skipped(); len(left) != 101 || left[100] != "and more" {
+		t.Fatalf("%d entries named for 180 left out: want 100 and a last line", len(left))
+	}
+}

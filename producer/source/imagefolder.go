@@ -100,11 +100,6 @@ func (f *Folder) scan(ctx context.Context, old *folderList, opts Options) (*fold
 	if err != nil {
 		return nil, 0, fmt.Errorf("source %s: %w", f.root, err)
 	}
-	w, err := newWalker(ctx, f.root, opts)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer w.stop()
 	known := make(map[string]int, old.paths.len())
 	for i := range old.paths.len() {
 		known[old.paths.at("", i)] = i
@@ -115,6 +110,11 @@ func (f *Folder) scan(ctx context.Context, old *folderList, opts Options) (*fold
 		labels[c] = int32(i)
 	}
 	l := &folderList{classes: slices.Clip(old.classes), paths: old.paths.clip(), labels: slices.Clip(old.labels)}
+	w, err := newWalker(ctx, f.root, opts, &l.leftOut)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer w.stop()
 	var newClasses []string
 	byClass := map[string]*names{}
 	for _, e := range entries { // ReadDir sorts by name
@@ -125,8 +125,6 @@ func (f *Folder) scan(ctx context.Context, old *folderList, opts Options) (*fold
 		if err != nil {
 			return nil, 0, fmt.Errorf("source %s: listing stopped: %w", f.root, err)
 		}
-		l.leftOut = append(l.leftOut, w.leftOut...)
-		w.leftOut = w.leftOut[:0]
 		fresh := &names{}
 		for _, p := range files {
 			rel := strings.TrimPrefix(p, f.prefix)

@@ -35,9 +35,9 @@ type walker struct {
 	ctx     context.Context
 	opts    Options        // its Progress is told each directory
 	above   map[dirID]bool // the source's directory and every one above it
-	leftOut []string
-	dirs    int // directories listed so far
-	files   int // image files found so far
+	leftOut *[]string      // the scan's: what it leaves out, named (bounded by noteLeftOut)
+	dirs    int            // directories listed so far
+	files   int            // image files found so far
 	mu      sync.Mutex
 	at      string // the directory being listed, for the progress line
 	done    chan struct{}
@@ -47,8 +47,8 @@ type walker struct {
 // walkProgressEvery is how often a long listing says how far it got.
 var walkProgressEvery = 2 * time.Second
 
-func newWalker(ctx context.Context, root string, opts Options) (*walker, error) {
-	w := &walker{ctx: ctx, opts: opts, above: map[dirID]bool{}, done: make(chan struct{})}
+func newWalker(ctx context.Context, root string, opts Options, leftOut *[]string) (*walker, error) {
+	w := &walker{ctx: ctx, opts: opts, above: map[dirID]bool{}, leftOut: leftOut, done: make(chan struct{})}
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", root, err)
@@ -106,20 +106,20 @@ func (w *walker) walk(dir string, above []dirID, files *[]string) error {
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
-		noteLeftOut(&w.leftOut, dir, err)
+		noteLeftOut(w.leftOut, dir, err)
 		return nil
 	}
 	id := idOf(st)
 	switch {
 	case slices.Contains(above, id):
-		noteLeftOut(&w.leftOut, dir, errors.New("a link back to a directory above it (a loop)"))
+		noteLeftOut(w.leftOut, dir, errors.New("a link back to a directory above it (a loop)"))
 		return nil
 	case w.above[id]:
-		noteLeftOut(&w.leftOut, dir, errors.New("a link to the source's directory or one above it (it would list the source again, or the whole machine)"))
+		noteLeftOut(w.leftOut, dir, errors.New("a link to the source's directory or one above it (it would list the source again, or the whole machine)"))
 		return nil
 	}
 	if kind := pseudoFS(dir, id.dev); kind != "" {
-		noteLeftOut(&w.leftOut, dir, fmt.Errorf("on %s, a pseudo file system: never listed", kind))
+		noteLeftOut(w.leftOut, dir, fmt.Errorf("on %s, a pseudo file system: never listed", kind))
 		return nil
 	}
 	w.mu.Lock()
@@ -129,7 +129,7 @@ func (w *walker) walk(dir string, above []dirID, files *[]string) error {
 	w.opts.tell("listing the folder: %d directories, %d images so far, at %s", dirs, images, dir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		noteLeftOut(&w.leftOut, dir, err) // the entries read before the error are listed still
+		noteLeftOut(w.leftOut, dir, err) // the entries read before the error are listed still
 	}
 	above = append(above, id)
 	for _, e := range entries {
