@@ -1,0 +1,83 @@
+package source
+
+// What whole-shard reading did and holds, for status, status.json and
+// the metrics: counted by the reader of each epoch's plan, and by the
+// readers gone (retire).
+
+// WholeReads is how many whole-shard reads were made, and their bytes.
+func (s *Shards) WholeReads() (requests, bytes int64) {
+	s.readerMu.Lock()
+	r := s.reader
+	s.readerMu.Unlock()
+	if r == nil {
+		return s.wholeRequests, s.wholeBytes
+	}
+	return s.wholeRequests + r.Requests.Load(), s.wholeBytes + r.Bytes.Load()
+}
+
+// Carried is how many shards new epochs found already held when they
+// were planned (read ahead for them, or kept from the epoch before), and
+// how many shards read ahead or kept for an epoch it did not begin with.
+func (s *Shards) Carried() (kept, wasted int64) {
+	s.readerMu.Lock()
+	defer s.readerMu.Unlock()
+	kept, wasted = s.carriedKept, s.carriedWasted
+	if s.reader != nil {
+		kept, wasted = kept+s.reader.Kept.Load(), wasted+s.reader.Wasted.Load()
+	}
+	return kept, wasted
+}
+
+// ShardStats is what whole-shard reading did and holds, for status.
+type ShardStats struct {
+	Memory           int64 // the budget (ShardMemory)
+	Held             int   // shards read and held now
+	HeldBytes        int64
+	Reading          int   // shards being read now
+	Reads, ReadBytes int64 // whole-shard reads so far
+	Carried, Wasted  int64 // see Carried
+	Index            string
+	// Shards is how many there are; Window, how many a training epoch's
+	// shuffle draws from at once (ShuffleWindow; 0: samples are read
+	// alone, in a uniform order), holding WindowSamples of Samples.
+	Shards, Window         int
+	WindowSamples, Samples int
+}
+
+// Stats is what whole-shard reading did and holds now.
+func (s *Shards) Stats() ShardStats {
+	st := ShardStats{Memory: s.memory, Index: s.index, Shards: len(s.paths), Window: s.ShuffleWindow(), Samples: len(s.samples)}
+	st.WindowSamples = st.Samples
+	if st.Window > 0 && st.Window < st.Shards {
+		st.WindowSamples = st.Samples * st.Window / st.Shards
+	}
+	st.Held, st.HeldBytes, st.Reading = s.Held()
+	st.Reads, st.ReadBytes = s.WholeReads()
+	st.Carried, st.Wasted = s.Carried()
+	return st
+}
+
+// Held is what whole-shard reading holds now: shards read, their bytes,
+// and shards still being read.
+func (s *Shards) Held() (shards int, bytes int64, reading int) {
+	s.readerMu.Lock()
+	r := s.reader
+	s.readerMu.Unlock()
+	if r == nil {
+		return 0, 0, 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for sh, w := range r.held {
+		select {
+		case <-w.ready:
+			if w.err == nil {
+				shards++
+				bytes += r.s.sizes[sh]
+			}
+		default:
+			reading++
+		}
+	}
+	return shards, bytes, reading
+}
