@@ -65,6 +65,12 @@ func (p *Producer) orderWithSplits(e int, prev []int, splits map[int]int, wanted
 		for i := range prev {
 			prev[i] = i
 		}
+		if sh, ok := source.As[source.Sharded](p.cfg.Source); ok && sh.ShuffleWindow() > 0 && p.cfg.Transform == pipeline.Train {
+			// ShardShuffle begins an epoch with the pieces the one before
+			// used last; the first, with pieces at random rather than the
+			// dataset's last ones (on class-sorted shards, its last classes).
+			rand.New(rand.NewPCG(p.cfg.Seed, 0x6669727374)).Shuffle(len(prev), func(i, j int) { prev[i], prev[j] = prev[j], prev[i] })
+		}
 	}
 	return batchstore.StitchOrder(prev, p.cfg.Source.Len(), splits, func(idx int) bool { return !p.stats.excluded(idx) }, wanted, p.shuffler(e))
 }
@@ -83,7 +89,7 @@ func (p *Producer) shuffler(e int) func(k int, seg []int) {
 	return func(k int, seg []int) {
 		rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(e)<<24^uint64(k)^0x5368756666))
 		if window > 0 { // a uniform order would read every shard at once
-			source.ShardShuffle(rng, seg, sharded.Shard, window)
+			source.ShardShuffle(rng, seg, sharded.Piece, sharded.Pieces(), window)
 			return
 		}
 		rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })

@@ -42,6 +42,8 @@
 #    against root's (passthrough): scripts/bench_nonroot.sh
 # 13. Validation accuracy of one training from its own DataLoader and
 #    from tsock (a folder; class-sorted shards): scripts/accuracy.sh
+# 14. Distinct labels in a batch of an epoch over class-sorted shards at
+#    ImageNet's shape, against a uniform shuffle's
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec 3>&1 1>&2 # the table alone on standard output; progress on standard error
@@ -327,3 +329,9 @@ scripts/bench_nonroot.sh "$runs" >&3
 # 13. Accuracy: the same training from its own DataLoader and from tsock
 # (a folder; class-sorted shards): its own table (see the script).
 scripts/accuracy.sh 600 3 6 >&3
+
+# 14. How an epoch over class-sorted shards mixes at ImageNet's shape
+# (1,282 shards of 1,000, 1,000 classes, batches of 256, the default
+# shard memory, the shard disk sized by tsock): distinct labels in a
+# batch against a uniform shuffle's, the pieces, the window, the disk.
+CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations" go test ./producer/source -run '^$' -bench ImageNetShapeMix -benchtime 1x | grep '^imagenet-shape' >&3

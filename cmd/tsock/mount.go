@@ -66,6 +66,7 @@ type mountFlags struct {
 	// shardMemory: bytes of whole tar shards held at once (read ahead and
 	// shuffled across); 0: each sample read alone.
 	shardMemory int64
+	shardDisk   diskFlags
 	shardIndex  string // the tar shards' index file: "" for none
 	noIndex     string // why none is kept, for status ("" with one)
 	keepAuto    bool   // --keep auto: as much as --buffer with eval, else none
@@ -110,7 +111,8 @@ func (c *mountCommand) Parse(args []string) error {
 	f.IntVar(&c.cfg.Epochs, "epochs", 1, "epochs to produce; 0 means forever")
 	newSize(f, &c.buffer, "buffer", "2GiB", false, "memory for batches, all consumers together")
 	newSize(f, &c.cacheSize, "cache", "0", true, "memory (or disk, with --cache-dir) for encoded files kept after their first read, so later epochs read no disk or network; 0: off")
-	newSize(f, &c.shardMemory, "shard-memory", "512MiB", true, "memory for tar shards read whole, once an epoch (one request a shard), a few ahead of the workers, and shuffled across; 0: read each sample alone (a ranged request each)")
+	newSize(f, &c.shardMemory, "shard-memory", "512MiB", true, "memory for tar shards read whole (or in pieces of 8 MiB or more), once an epoch (one request a piece), ahead of the workers, and shuffled across; 0: read each sample alone (a ranged request each)")
+	c.shardDisk.add(f)
 	f.StringVar(&c.shardIndex, "shard-index", "", "where the tar shards' index is kept (a `FILE`, or none): read at mount where it indexes these shards as they are (no shard read to index them), else written there, so that only a first mount reads the shards to index them; a file on a shared file system serves every node (default: one per dataset under $XDG_CACHE_HOME or ~/.cache, in tsock/shard-index/)")
 	f.StringVar(&c.cacheDir, "cache-dir", "", "keep the --cache in an unnamed file in this directory (a local disk), not in memory: for datasets larger than memory; gone when the mount ends")
 	newAutoSize(f, &c.keepAuto, &c.cfg.Keep, "keep", "with --transform eval: memory for the samples made in the first epoch, copied into later ones with no decode; auto: as much as --buffer (0 with train)")
@@ -153,7 +155,7 @@ func (c *mountCommand) Parse(args []string) error {
 }
 
 // builtInFlags only make sense with the built-in pipeline (--source).
-var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "shard-memory", "shard-index", "s3-endpoint", "s3-retry-for", "fetch", "rescan", "keep"}
+var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "shard-memory", "shard-disk", "shard-disk-dir", "shard-index", "s3-endpoint", "s3-retry-for", "fetch", "rescan", "keep"}
 
 // defaultRemoteFetch keeps a store 30 ms away busy enough for about
 // 2,000 images a second (64 / 0.03 s): more than the decoders of a
@@ -387,7 +389,9 @@ func (c *mountCommand) setUp(ctx context.Context) error {
 		return err
 	}
 	if sh, ok := src.(*source.Shards); ok {
-		sh.ShardMemory(c.shardMemory)
+		if err := c.arrangeShards(sh); err != nil {
+			return err
+		}
 	}
 	if c.cacheSize > 0 {
 		if c.cacheDir == "" {

@@ -213,10 +213,10 @@ func mountTwice(t *testing.T, server *s3test.Server, spec string, shardBytes int
 			t.Fatalf("mount %d: status.json shards %+v, want index %q, 3 whole reads of %d bytes", k+1, doc.Shards, fate, shardBytes)
 		}
 		st := readFile(t, filepath.Join(d.dir, "status"))
-		if !strings.Contains(st, "shards: ") || !strings.Contains(st, "; 3 read whole (") || (fate != "" && !strings.Contains(st, "; index "+fate+"\n")) {
+		if !strings.Contains(st, "shards: ") || !strings.Contains(st, "; 3 read (") || (fate != "" && !strings.Contains(st, "; index "+fate+"\n")) {
 			t.Fatalf("mount %d: status:\n%s", k+1, st)
 		}
-		if m := readFile(t, filepath.Join(d.dir, "metrics")); !strings.Contains(m, "tsock_shard_whole_reads_total 3\n") {
+		if m := readFile(t, filepath.Join(d.dir, "metrics")); !strings.Contains(m, "tsock_shard_piece_reads_total 3\n") {
 			t.Fatalf("mount %d: metrics:\n%s", k+1, m)
 		}
 		d.stop(t)
@@ -303,38 +303,42 @@ func TestAStartingMountSaysWhatItDoesAndStopsOnSIGTERM(t *testing.T) {
 	}
 }
 
-// TestStatusSaysHowFarTheShuffleReaches: a training mount of tar shards
-// whose shard memory holds a window of 1 of 6 shards says so in status
-// and status.json, with the knob that widens it, and warns on the log; a
-// mount whose window holds every shard, and an eval mount, say theirs.
+// TestStatusSaysHowFarTheShuffleReaches: a training mount of class-sorted
+// tar shards whose shard memory holds a window of 1 of 6 shards and no
+// shard disk says how little a batch mixes, in status and status.json,
+// with the knobs that widen it, and warns on the log; the same memory
+// with the shard disk sized by default mixes and does not warn; a mount
+// whose window holds every shard, and an eval mount, say theirs.
 func TestStatusSaysHowFarTheShuffleReaches(t *testing.T) {
-	spec := producertest.Shards(t, producertest.Folder(t, 24, 2), 4) // 6 shards
+	spec := producertest.Shards(t, producertest.Folder(t, 24, 2), 4) // 6 shards, of one class each
 	_, bytes := producertest.ShardFiles(t, spec)
 	narrow := fmt.Sprint(2 * bytes / 6) // half of it holds a shard
 	for _, tc := range []struct {
 		args       []string
 		kind, line string
-		reach      int
+		reach      int // -1: any
 		warn       bool
 	}{
-		{[]string{"--shard-memory", narrow}, "shard window", "shuffle: a batch draws from a window of 1 of 6 shards (about 4 of 24 samples); far below a uniform shuffle's reach", 4, true},
+		{[]string{"--shard-memory", narrow, "--shard-disk", "0"}, "piece window", "shuffle: a batch draws from a window of 1 of 6 pieces of 6 shards (about 4 of 24 samples); a batch of 4 holds ", 4, true},
+		{[]string{"--shard-memory", narrow, "--shard-disk-dir", producertest.DiskDir(t)}, "piece window", "; a batch of 4 holds ", -1, false},
 		{nil, "uniform", "shuffle: uniform over all 24 samples", 24, false},
 		{[]string{"--transform", "eval"}, "none", "shuffle: none (eval: the dataset's order)", 0, false},
 	} {
 		d := startDaemon(t, append([]string{"--source", spec, "--batch-size", "4", "--image-size", "8", "--epochs", "1"}, tc.args...)...)
 		st := readFile(t, filepath.Join(d.dir, "status"))
-		if !strings.Contains(st, tc.line) || strings.Contains(st, "--shard-memory (the window") != tc.warn {
+		if !strings.Contains(st, tc.line) || strings.Contains(st, "widen the window with --shard-disk") != tc.warn {
 			t.Errorf("%v: status lacks %q (or the knob):\n%s", tc.args, tc.line, st)
 		}
 		var doc statusDoc
 		if err := json.Unmarshal([]byte(readFile(t, filepath.Join(d.dir, "status.json"))), &doc); err != nil {
 			t.Fatal(err)
 		}
-		if s := doc.Shuffle; s == nil || s.Kind != tc.kind || s.Reach != tc.reach || s.Samples != 24 || (s.Warning != "") != tc.warn {
+		if s := doc.Shuffle; s == nil || s.Kind != tc.kind || (tc.reach >= 0 && s.Reach != tc.reach) || s.Samples != 24 || (s.Warning != "") != tc.warn ||
+			tc.warn && (s.Batch != 4 || s.Distinct >= 0.9*s.Uniform) {
 			t.Errorf("%v: status.json shuffle %+v, want %s reaching %d of 24", tc.args, doc.Shuffle, tc.kind, tc.reach)
 		}
 		d.stop(t)
-		if logged := strings.Contains(d.stderr.String(), "the shuffle reaches a small part of the dataset"); logged != tc.warn {
+		if logged := strings.Contains(d.stderr.String(), "the shuffle mixes less than a uniform one"); logged != tc.warn {
 			t.Errorf("%v: warned on the log: %v, want %v", tc.args, logged, tc.warn)
 		}
 	}

@@ -304,8 +304,9 @@ func shardsLine(sh *source.ShardStats) string {
 	if sh.Memory <= 0 {
 		return "shards: read a sample at a time (--shard-memory 0)\n"
 	}
-	line := fmt.Sprintf("shards: %d held (%s of %s shard memory), %d being read; %d read whole (%s); next epochs' first shards: %d found held, %d read ahead in vain",
-		sh.Held, humanize.IBytes(uint64(sh.HeldBytes)), humanize.IBytes(uint64(sh.Memory)), sh.Reading, sh.Reads,
+	line := fmt.Sprintf("shards: read in %d pieces of %s; %d held (%s of %s shard memory and %s shard disk, %s of it in use), %d being read; %d read (%s); next epochs' first pieces: %d found held, %d read ahead in vain",
+		sh.Pieces, humanize.IBytes(uint64(sh.PieceBytes)), sh.Held, humanize.IBytes(uint64(sh.HeldBytes)), humanize.IBytes(uint64(sh.Memory)),
+		humanize.IBytes(uint64(sh.Disk)), humanize.IBytes(uint64(sh.DiskMapped)), sh.Reading, sh.Reads,
 		humanize.IBytes(uint64(sh.ReadBytes)), sh.Carried, sh.Wasted)
 	if sh.Index != "" {
 		line += "; index " + printable(sh.Index)

@@ -85,19 +85,24 @@ type remoteDoc struct {
 	Rate      float64 `json:"bytes_per_second"` // the last 10 s
 }
 
-// shardsDoc is whole-shard reading: the memory, what it holds, what was
-// read whole, and the next epochs' first shards found held or read ahead
-// in vain.
+// shardsDoc is piece reading: the shard memory and disk, the pieces (a
+// shard whole, or a part of one) it holds, what was read, and the next
+// epochs' first pieces found held or read ahead in vain.
 type shardsDoc struct {
-	Memory    int64  `json:"memory"`
-	Held      int    `json:"held"`
-	HeldBytes int64  `json:"held_bytes"`
-	Reading   int    `json:"reading"`
-	Reads     int64  `json:"whole_reads"`
-	ReadBytes int64  `json:"whole_bytes"`
-	Carried   int64  `json:"carried"`
-	Wasted    int64  `json:"read_ahead_wasted"`
-	Index     string `json:"index"` // "read from FILE", "written to FILE", ...; "" without --shard-index
+	Memory     int64  `json:"memory"`
+	Disk       int64  `json:"disk"`
+	DiskDir    string `json:"disk_dir"`
+	DiskUsed   int64  `json:"disk_used"`
+	Pieces     int    `json:"pieces"`
+	PieceBytes int64  `json:"piece_bytes"` // on average
+	Held       int    `json:"held"`
+	HeldBytes  int64  `json:"held_bytes"`
+	Reading    int    `json:"reading"`
+	Reads      int64  `json:"reads"`
+	ReadBytes  int64  `json:"read_bytes"`
+	Carried    int64  `json:"carried"`
+	Wasted     int64  `json:"read_ahead_wasted"`
+	Index      string `json:"index"` // "read from FILE", "written to FILE", ...; "" without --shard-index
 }
 
 type producerDoc struct {
@@ -220,7 +225,7 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 	}
 	doc.Shuffle = c.shuffleReach(s.shards)
 	if sh := s.shards; sh != nil {
-		doc.Shards = &shardsDoc{Memory: sh.Memory, Held: sh.Held, HeldBytes: sh.HeldBytes, Reading: sh.Reading, Reads: sh.Reads,
+		doc.Shards = &shardsDoc{Memory: sh.Memory, Disk: sh.Disk, DiskDir: sh.DiskDir, DiskUsed: sh.DiskMapped, Pieces: sh.Pieces, PieceBytes: sh.PieceBytes, Held: sh.Held, HeldBytes: sh.HeldBytes, Reading: sh.Reading, Reads: sh.Reads,
 			ReadBytes: sh.ReadBytes, Carried: sh.Carried, Wasted: sh.Wasted, Index: sh.Index}
 	}
 	if r := s.remote; r != nil {

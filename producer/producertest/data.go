@@ -162,3 +162,15 @@ func Shards(t testing.TB, dir string, perShard int) string {
 	}
 	return fmt.Sprintf("%s/shard-{000..%03d}.tar", out, n-1)
 }
+
+// DiskDir is a new directory on a local disk, removed at the test's end:
+// under /var/tmp, the shard disk's default (t.TempDir's /tmp may be a
+// tmpfs, which the shard disk refuses).
+func DiskDir(t testing.TB) string {
+	dir, err := os.MkdirTemp("/var/tmp", "tsock-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}

@@ -4,10 +4,13 @@
 //
 // Kinds: an ImageFolder on a local disk (Folder), WebDataset tar shards
 // on a local disk or in an object store (Shards: indexed once at open by
-// package wds, or from the index file an earlier open wrote; each epoch
-// then reads each shard it wants much of whole, once, ahead of the
-// workers, within a memory budget, and the rest by ranged reads; the
-// producer orders epochs with ShardShuffle to suit), ImageFolder-shaped keys
+// package wds, or from the index file an earlier open wrote; read in
+// pieces, a shard whole or parts of 8 MiB or more, chosen by Arrange from
+// the labels so that a shuffle within a window of pieces mixes like a
+// uniform one; each epoch then reads each piece it wants much of, once,
+// ahead of the workers, within the shard memory and the shard disk (a
+// local directory: unnamed files, mapped), and the rest by ranged reads;
+// the producer orders epochs with ShardShuffle to suit), ImageFolder-shaped keys
 // in an object store (S3Folder: listed once at open, each image one GET),
 // and synthetic pictures (Synthetic, served as PPM pixels). A Cache in
 // memory or in an unnamed file on disk keeps encoded bytes after their
@@ -31,8 +34,10 @@
 //     remote.ErrUnavailable, which says nothing of the sample.
 //   - Per sample a source keeps a few compact fields (offsets, labels),
 //     no Go object.
-//   - Whole shards held or being read never exceed the shard memory (a
-//     shard over a quarter of it is read by ranges); the next epoch's
+//   - Pieces held or being read never exceed the shard memory and disk:
+//     what is mapped in memory never passes the shard memory, nor on disk
+//     the shard disk (a piece without room is read sample by sample; one
+//     over a quarter of both is read by ranges); the next epoch's
 //     read-ahead is a guess that costs bytes when wrong, never a sample:
 //     a sample is served from a shard only under the plan that asked it.
 //   - An index file is used only where every shard is the version it
@@ -44,7 +49,7 @@
 //     a cancelled run) fails the open and is never kept short; only a
 //     shard's own bytes cut it, and what they cost is counted
 //     (Skipper.LeftOut).
-//   - A copy (Cache's files; the producer's kept samples; whole shards
+//   - A copy (Cache's files; the producer's kept samples; pieces
 //     carried into the next epoch) is served only while its source is
 //     the version it was read from (Versioned: a folder's file at each
 //     read, a shard once an epoch).

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 )
 
 // Shard-granular reading. A remote store answers a GET in tens of
@@ -44,11 +42,13 @@ const wholeFraction = 4
 // shard the next plan reads first stays held. One mutex guards it all.
 type shardReader struct {
 	s      *Shards
-	budget int64
+	budget int64 // the shard memory and disk
+	bufs   *shardBufs
 
 	mu      sync.Mutex
 	held    map[int32]*wholeShard
 	bytes   int64   // of shards held or being read
+	reading int     // reads under way
 	whole   []bool  // by shard: read whole in this epoch
 	left    []int32 // by shard: samples the epoch still takes from it
 	seq     []int32 // the shards read whole, in the order the epoch first uses them
@@ -66,55 +66,9 @@ type shardReader struct {
 	// Kept counts shards a new plan found held and kept (read ahead for
 	// it, or left from the epoch before); Wasted, those it dropped unused.
 	Kept, Wasted atomic.Int64
-}
-
-// shardBufs keeps the buffers of shards dropped for the next reads: a
-// new buffer per shard read would let the heap grow to twice the budget
-// between collections (1.3 GiB of RSS for a 512 MiB budget, measured
-// over 1,282 shards), where reuse keeps it at the budget. The buffers
-// are mapped outside Go's heap: in it, their half a gigabyte would set
-// the collector's target to twice that, and the garbage every sample
-// makes would fill it (1.1 GiB measured with reuse alone).
-type shardBufs struct {
-	mu    sync.Mutex
-	free  [][]byte
-	bytes int64
-	limit int64
-}
-
-// get is a buffer of n bytes, reused if one is free.
-func (p *shardBufs) get(n int64) []byte {
-	p.mu.Lock()
-	for k, b := range p.free {
-		if int64(cap(b)) >= n {
-			p.free[k] = p.free[len(p.free)-1]
-			p.free = p.free[:len(p.free)-1]
-			p.bytes -= int64(cap(b))
-			p.mu.Unlock()
-			return b[:n]
-		}
-	}
-	p.mu.Unlock()
-	b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		return make([]byte, n) // on the heap, then: slower to give back, still correct
-	}
-	return b
-}
-
-// put keeps b for a later get, up to limit bytes of them.
-func (p *shardBufs) put(b []byte) {
-	if b == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.bytes+int64(cap(b)) <= p.limit {
-		p.free = append(p.free, b[:cap(b)])
-		p.bytes += int64(cap(b))
-		return
-	}
-	unix.Munmap(b[:cap(b)]) // a heap buffer (Mmap failed) is refused: the collector's
+	// Unroomed counts pieces not read for want of room (the shard disk
+	// full): their samples were read alone.
+	Unroomed atomic.Int64
 }
 
 // wholeShard is one shard's bytes, once ready is closed.
@@ -130,12 +84,12 @@ type wholeShard struct {
 	dropped bool
 }
 
-// Shard is the shard that sample i is in: what ShardShuffle groups by.
+// Shard is the shard that sample i is in.
 func (s *Shards) Shard(i int) int { return int(s.samples[i].shard) }
 
-// ShardMemory sets the bytes of whole shards held at once (0: read every
-// sample alone, as before PlanEpoch existed).
-func (s *Shards) ShardMemory(bytes int64) { s.memory = bytes }
+// ShardMemory arranges pieces in bytes of memory and no disk (0: read
+// every sample alone, as before PlanEpoch existed).
+func (s *Shards) ShardMemory(bytes int64) { s.Arrange(ShardSpace{Memory: bytes}) }
 
 // PlanEpoch says which samples the next epoch reads, in order, and how
 // the epoch after it is expected to begin (next; nil: not known): the
@@ -154,16 +108,14 @@ func (s *Shards) PlanEpoch(order, next []int) {
 		}
 		return
 	}
-	if s.bufs == nil || s.bufs.limit != s.memory {
-		s.bufs = &shardBufs{limit: s.memory}
-	}
 	r := s.reader
-	if r == nil || r.budget != s.memory {
+	if budget := s.memory + s.disk; r == nil || r.budget != budget {
 		if r != nil {
 			r.close()
 			s.retire(r)
 		}
-		r = &shardReader{s: s, budget: s.memory, held: map[int32]*wholeShard{}}
+		r = &shardReader{s: s, budget: budget, held: map[int32]*wholeShard{},
+			bufs: &shardBufs{memLimit: s.memory + s.largestPiece(), diskLimit: s.disk, dir: s.diskDir}}
 		r.ctx, r.cancel = context.WithCancel(context.Background())
 		s.reader = r
 	}
@@ -178,25 +130,25 @@ func (s *Shards) retire(r *shardReader) {
 	s.carriedWasted += r.Wasted.Load()
 }
 
-// wholeShards is which shards of order are worth reading whole, how many
+// wholePieces is which pieces of order are worth reading whole, how many
 // samples order takes of each, and the former in the order first used.
-func (s *Shards) wholeShards(order []int) (whole []bool, left []int32, seq []int32) {
-	whole, left = make([]bool, len(s.paths)), make([]int32, len(s.paths))
+func (s *Shards) wholePieces(order []int) (whole []bool, left []int32, seq []int32) {
+	whole, left = make([]bool, len(s.pieces)), make([]int32, len(s.pieces))
 	for _, i := range order {
-		left[s.samples[i].shard]++
+		left[s.samples[i].piece]++
 	}
-	for sh := range s.paths {
-		n := s.shardSamples[sh]
+	budget := s.memory + s.disk
+	for p, pc := range s.pieces {
 		// Read whole where the epoch wants a good part of it and it fits
 		// the budget beside a few others.
-		whole[sh] = n > 0 && int64(left[sh])*wholeFraction >= int64(n) && s.sizes[sh] > 0 && s.sizes[sh] <= s.memory/4
+		whole[p] = pc.samples > 0 && int64(left[p])*wholeFraction >= int64(pc.samples) && pc.size > 0 && pc.size <= budget/4
 	}
-	seen := make([]bool, len(s.paths))
+	seen := make([]bool, len(s.pieces))
 	for _, i := range order {
-		sh := s.samples[i].shard
-		if whole[sh] && !seen[sh] {
-			seen[sh] = true
-			seq = append(seq, sh)
+		p := s.samples[i].piece
+		if whole[p] && !seen[p] {
+			seen[p] = true
+			seq = append(seq, p)
 		}
 	}
 	return whole, left, seq
@@ -206,10 +158,10 @@ func (s *Shards) wholeShards(order []int) (whole []bool, left []int32, seq []int
 // reads first (as many as the budget would have read ahead) stay; the
 // others are dropped, their reads stopped.
 func (r *shardReader) plan(order, next []int) {
-	whole, left, seq := r.s.wholeShards(order)
+	whole, left, seq := r.s.wholePieces(order)
 	var nextSeq []int32
 	if next != nil {
-		_, _, nextSeq = r.s.wholeShards(next)
+		_, _, nextSeq = r.s.wholePieces(next)
 	}
 	// A shard carried into this epoch is served only while it is still
 	// the version it was read from: checked (a stat, a HEAD) outside the
@@ -222,7 +174,7 @@ func (r *shardReader) plan(order, next []int) {
 	r.mu.Unlock()
 	stale := map[int32]bool{}
 	for _, sh := range carried {
-		stale[sh] = r.s.checkShard(sh) != nil
+		stale[sh] = r.s.checkShard(r.s.pieces[sh].shard) != nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -254,7 +206,7 @@ func (r *shardReader) prefix(seq []int32, budget int64) map[int32]bool {
 	in := map[int32]bool{}
 	var sum int64
 	for _, sh := range seq {
-		if sum += r.s.sizes[sh]; len(in) > 0 && sum > budget {
+		if sum += r.s.pieces[sh].size; len(in) > 0 && sum > budget {
 			break
 		}
 		in[sh] = true
@@ -273,12 +225,13 @@ func (r *shardReader) close() {
 	for sh, w := range r.held {
 		r.dropLocked(sh, w)
 	}
+	r.bufs.close()
 }
 
 // fill asks for the next shards of the epoch while the budget allows,
 // then for the next epoch's first ones. Callers hold r.mu.
 func (r *shardReader) fill() {
-	if !r.started {
+	if !r.started || r.ctx.Err() != nil {
 		return // a cache in front may serve the whole epoch: nothing is read before it asks
 	}
 	if r.readAhead(r.seq, &r.ahead) {
@@ -295,7 +248,7 @@ func (r *shardReader) readAhead(seq []int32, at *int) bool {
 		if _, ok := r.held[sh]; ok {
 			continue
 		}
-		if !r.room(sh) {
+		if !r.room(sh) || r.reading >= maxReads {
 			return false
 		}
 		r.load(sh)
@@ -303,9 +256,14 @@ func (r *shardReader) readAhead(seq []int32, at *int) bool {
 	return true
 }
 
+// maxReads bounds the reads ahead under way at once: a window of a
+// thousand pieces is read a few at a time, not a thousand requests at
+// once (a store's throughput per node is reached with a few streams).
+const maxReads = 16
+
 // room says whether shard sh may be read now. Callers hold r.mu.
 func (r *shardReader) room(sh int32) bool {
-	return r.bytes == 0 || r.bytes+r.s.sizes[sh] <= r.budget
+	return r.bytes == 0 || r.bytes+r.s.pieces[sh].size <= r.budget
 }
 
 // load starts reading shard sh whole. Callers hold r.mu.
@@ -313,23 +271,31 @@ func (r *shardReader) load(sh int32) *wholeShard {
 	ctx, cancel := context.WithCancel(r.ctx)
 	w := &wholeShard{ready: make(chan struct{}), cancel: cancel}
 	r.held[sh] = w
-	size := r.s.sizes[sh]
-	r.bytes += size
+	pc := r.s.pieces[sh]
+	r.bytes += pc.size
+	r.reading++
 	r.wg.Go(func() {
 		defer close(w.ready)
 		defer cancel()
-		buf := r.s.bufs.get(size)
-		err := r.s.files.readAt(ctx, r.s.paths[sh], r.s.versions[sh], buf, 0)
+		buf, err := r.bufs.get(pc.size)
 		if err == nil {
+			err = r.s.files.readAt(ctx, r.s.paths[pc.shard], r.s.versions[pc.shard], buf, pc.off)
+		} else {
+			r.Unroomed.Add(1)
+			buf, err = nil, nil // no data and no error: its samples are read alone
+		}
+		if err == nil && buf != nil {
 			r.Requests.Add(1)
-			r.Bytes.Add(size)
-			r.s.verified(sh)
+			r.Bytes.Add(pc.size)
+			r.s.verified(pc.shard)
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		r.reading--
+		defer r.fill()
 		switch {
 		case w.dropped || err != nil:
-			r.s.bufs.put(buf)
+			r.bufs.put(buf)
 			w.err = err
 		default:
 			w.data = buf
@@ -342,7 +308,7 @@ func (r *shardReader) load(sh int32) *wholeShard {
 // whole; ok is false where the epoch does not read its shard whole.
 func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []byte, ok bool, err error) {
 	smp := r.s.samples[i]
-	sh := smp.shard
+	sh := smp.piece
 	r.mu.Lock()
 	if !r.whole[sh] {
 		r.mu.Unlock()
@@ -374,24 +340,27 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 		r.mu.Unlock()
 		return nil, true, w.err
 	}
-	if w.data == nil { // dropped (its count ran out early, a retry, a new plan): this sample alone
+	if w.data == nil { // dropped (its count ran out early, a retry, a new plan), or no room: this sample alone
+		if !w.dropped {
+			r.dropLocked(sh, w) // a later sample tries again
+		}
 		r.mu.Unlock()
 		return nil, false, nil
 	}
 	w.readers++
 	r.mu.Unlock()
-	n := int(smp.size)
-	if smp.offset < 0 || smp.offset+int64(n) > int64(len(w.data)) {
+	n, at := int(smp.size), smp.offset-r.s.pieces[sh].off
+	if at < 0 || at+int64(n) > int64(len(w.data)) {
 		r.mu.Lock()
 		r.release(w)
 		r.mu.Unlock()
-		return nil, true, fmt.Errorf("sample %d: member at %d+%d past the shard's %d bytes: %w", i, smp.offset, n, len(w.data), ErrShardChanged)
+		return nil, true, fmt.Errorf("sample %d: member at %d+%d past its piece's %d bytes: %w", i, at, n, len(w.data), ErrShardChanged)
 	}
 	if cap(*scratch) < n {
 		*scratch = make([]byte, n)
 	}
 	b = (*scratch)[:n]
-	copy(b, w.data[smp.offset:])
+	copy(b, w.data[at:])
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.release(w)
@@ -407,7 +376,7 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 // buffer of a shard dropped meanwhile. Callers hold r.mu.
 func (r *shardReader) release(w *wholeShard) {
 	if w.readers--; w.dropped && w.readers == 0 {
-		r.s.bufs.put(w.data)
+		r.bufs.put(w.data)
 		w.data = nil
 	}
 }
@@ -419,11 +388,11 @@ func (r *shardReader) dropLocked(sh int32, w *wholeShard) {
 		return
 	}
 	delete(r.held, sh)
-	r.bytes -= r.s.sizes[sh]
+	r.bytes -= r.s.pieces[sh].size
 	w.dropped = true
 	w.cancel()
 	if w.readers == 0 { // else the last one copying out gives it back; a read under way, itself
-		r.s.bufs.put(w.data)
+		r.bufs.put(w.data)
 		w.data = nil
 	}
 	r.fill()

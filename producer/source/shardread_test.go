@@ -3,7 +3,6 @@ package source_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -121,7 +120,7 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 	// of its first 2 shards, what half the budget holds.
 	order := func(seed uint64) []int {
 		o := producertest.All(n)
-		source.ShardShuffle(rand.New(rand.NewPCG(seed, 1)), o, shards.Shard, 1)
+		source.ShardShuffle(rand.New(rand.NewPCG(seed, 1)), o, shards.Piece, shards.Pieces(), 1)
 		return o
 	}
 	first, second := order(1), order(2)
@@ -133,7 +132,7 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { held, _, reading := shards.Held(); return held == 2 && reading == 0 }, "the next epoch's first 2 shards held")
+	waitFor(t, func() bool { held, _, reading, _ := shards.Held(); return held == 2 && reading == 0 }, "the next epoch's first 2 shards held")
 	before := len(proxy.Log())
 	shards.PlanEpoch(second, nil)
 	for _, i := range second[:2*perShard] {
@@ -166,7 +165,7 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { held, _, reading := shards.Held(); return held == 2 && reading == 0 }, "the guessed epoch's first 2 shards held")
+	waitFor(t, func() bool { held, _, reading, _ := shards.Held(); return held == 2 && reading == 0 }, "the guessed epoch's first 2 shards held")
 	other := slices.Clone(third)
 	slices.Reverse(other)
 	shards.PlanEpoch(other, nil)
@@ -193,46 +192,49 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 }
 
 // TestShardShuffleIsExactAndSpread: every sample once; a shard's samples
-// lie within the span of window+1 shards' worth of the order (what bounds
-// the memory it is held in), no more than window shards are under way
-// at any point, they end one after another, the order mixes them (not shard after shard), and the
-// shards' order differs by seed.
+// lie within an arc of window+1 shards' worth of the circular order (what
+// bounds the memory it is held in), no more than 2×window-1 shards are
+// under way at any point, they end one after another, the order mixes
+// them (not shard after shard) at its edges too, the next epoch begins
+// with the shards this one ended with, and the shards' order differs by
+// seed.
 func TestShardShuffleIsExactAndSpread(t *testing.T) {
 	const shards, per, window = 40, 25, 4
 	shardOf := func(i int) int { return i / per }
 	seg := producertest.All(shards * per)
-	source.ShardShuffle(rand.New(rand.NewPCG(1, 2)), seg, shardOf, window)
+	source.ShardShuffle(rand.New(rand.NewPCG(1, 2)), seg, shardOf, shards, window)
 	if !slices.Equal(slices.Sorted(slices.Values(seg)), producertest.All(shards*per)) {
 		t.Fatal("not every sample once")
 	}
-	first, last := map[int]int{}, map[int]int{}
+	at := map[int][]int{}
 	for pos, i := range seg {
-		if _, ok := first[shardOf(i)]; !ok {
-			first[shardOf(i)] = pos
-		}
-		last[shardOf(i)] = pos
+		at[shardOf(i)] = append(at[shardOf(i)], pos)
 	}
-	for sh := range first {
-		if span := last[sh] - first[sh]; span > (window+1)*per {
-			t.Fatalf("shard %d spans %d positions, more than %d shards' worth", sh, span, window+1)
+	for sh, pos := range at {
+		if arc := circularArc(pos, len(seg)); arc > (window+1)*per {
+			t.Fatalf("shard %d spans an arc of %d positions, more than %d shards' worth", sh, arc, window+1)
 		}
 	}
 	open, most := 0, 0
 	for pos, i := range seg {
-		if first[shardOf(i)] == pos {
+		if at[shardOf(i)][0] == pos {
 			open++
 		}
 		most = max(most, open)
-		if last[shardOf(i)] == pos {
+		if slices.Max(at[shardOf(i)]) == pos {
 			open--
 		}
 	}
-	if most > window {
+	if most > 2*window-1 {
 		t.Fatalf("%d shards under way at once, window %d", most, window)
 	}
 	// Shards end one after another (each gives its memory back for the
 	// next read), not a window of them at once then none for a while.
-	ends := slices.Sorted(maps.Values(last))
+	var ends []int
+	for _, pos := range at {
+		ends = append(ends, slices.Max(pos))
+	}
+	slices.Sort(ends)
 	for k := 1; k < len(ends); k++ {
 		if gap := ends[k] - ends[k-1]; gap > 2*per {
 			t.Fatalf("no shard ends for %d positions (after position %d): shards end in bursts", gap, ends[k-1])
@@ -249,11 +251,50 @@ func TestShardShuffleIsExactAndSpread(t *testing.T) {
 	if runs > len(seg)/2 {
 		t.Fatalf("%d of %d neighbours from one shard: not mixed", runs, len(seg))
 	}
+	// The edges mix like the middle: on a line, the first and last
+	// batches would draw from one shard.
+	for _, edge := range [][]int{seg[:per], seg[len(seg)-per:]} {
+		if n := distinctOf(edge, shardOf); n < window-1 {
+			t.Fatalf("a batch at the epoch's edge draws from %d shards, window %d", n, window)
+		}
+	}
+	// The next epoch, shuffled from this one's order, begins with the
+	// shards this one ended with (held: no wait for reads).
+	tail := map[int]bool{}
+	for k := len(seg) - 1; len(tail) < window; k-- {
+		tail[shardOf(seg[k])] = true
+	}
+	next := slices.Clone(seg)
+	source.ShardShuffle(rand.New(rand.NewPCG(1, 3)), next, shardOf, shards, window)
+	for _, i := range next[:per/3] {
+		if !tail[shardOf(i)] {
+			t.Fatalf("the next epoch begins with shard %d, not one of the %d this one ended with", shardOf(i), window)
+		}
+	}
 	other := producertest.All(shards * per)
-	source.ShardShuffle(rand.New(rand.NewPCG(3, 4)), other, shardOf, window)
+	source.ShardShuffle(rand.New(rand.NewPCG(3, 4)), other, shardOf, shards, window)
 	if slices.Equal(other, seg) || shardOf(other[0]) == shardOf(seg[0]) && shardOf(other[len(other)-1]) == shardOf(seg[len(seg)-1]) {
 		t.Fatal("two seeds give the same order of shards")
 	}
+}
+
+// circularArc is the shortest arc of a circle of n positions that holds
+// pos (sorted): n less the widest gap between neighbours.
+func circularArc(pos []int, n int) int {
+	gap := pos[0] + n - pos[len(pos)-1]
+	for k := 1; k < len(pos); k++ {
+		gap = max(gap, pos[k]-pos[k-1])
+	}
+	return n - gap
+}
+
+// distinctOf is how many shards samples are of.
+func distinctOf(samples []int, shardOf func(int) int) int {
+	seen := map[int]bool{}
+	for _, i := range samples {
+		seen[shardOf(i)] = true
+	}
+	return len(seen)
 }
 
 // TestSlowDownPacesAndNeverFails: a store that serves 100 requests a
@@ -337,7 +378,7 @@ func BenchmarkShardShuffleQuality(b *testing.B) {
 		fmt.Printf("shuffle-quality uniform %.1f %.4f\n", d, s)
 		for _, w := range []int{1, 2, 4, 8, 32} {
 			order := producertest.All(shards * per)
-			source.ShardShuffle(rand.New(rand.NewPCG(1, 1)), order, func(i int) int { return i / per }, w)
+			source.ShardShuffle(rand.New(rand.NewPCG(1, 1)), order, func(i int) int { return i / per }, shards, w)
 			d, s := shuffleQuality(order, per, batch)
 			fmt.Printf("shuffle-quality window-%d %.1f %.4f\n", w, d, s)
 		}

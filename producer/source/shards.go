@@ -42,8 +42,14 @@ type Shards struct {
 	// whole-shard reading (shardread.go).
 	sizes        []int64
 	shardSamples []int32
-	memory       int64 // ShardMemory
-	bufs         *shardBufs
+	// pieces are what the shards are read in, and window how many of
+	// them a training epoch's shuffle draws from (shardpieces.go); memory
+	// and disk bound the bytes of pieces held (in diskDir).
+	pieces       []piece
+	window       int
+	mix          Mix
+	memory, disk int64
+	diskDir      string
 	index        string // what became of the index file, for status: "" without one
 
 	checks                     shardVersions   // this epoch's checks of shards' versions (shardversion.go)
@@ -64,6 +70,7 @@ type shardSample struct {
 	size   int32
 	shard  int32
 	label  int32
+	piece  int32 // what it is read in (shardpieces.go)
 }
 
 // IsShardSpec says whether a --source value names tar shards: a path,
@@ -138,6 +145,8 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, opt
 	for i := range s.classes {
 		s.classes[i] = strconv.Itoa(i)
 	}
+	s.cut(0)
+	s.window = s.windowFor(s.memory)
 	return s, nil
 }
 

@@ -5,75 +5,81 @@ import (
 	"slices"
 )
 
-// ShardShuffle orders seg (dataset indices) for reading shard by shard:
-// its shards in a random order, and each shard's samples spread at random
-// over the span of `window` shards from where it starts, overlapping the
-// next window-1 shards' (MosaicML Streaming's py1e, in units of shards).
-// Every sample stays exactly once. About window shards are under way at
-// any point of the order, and they end one after another rather than all
-// at a block's end: a shard's memory is given back, and the next one read,
-// steadily.
+// ShardShuffle orders seg (dataset indices) for reading piece by piece
+// (pieceOf: a shard, or a part of one, numbered below pieces; see
+// shardpieces.go): its pieces in
+// a random order around a circle, and each piece's samples spread at
+// random over the `window` buckets from its place, the last pieces'
+// wrapping round to the first buckets (MosaicML Streaming's py1e, in
+// units of pieces, made circular). Every sample stays exactly once.
 //
-// The order is made in linear time: the k-th shard's samples each go to
-// one of the buckets k to k+window-1, at random, and each bucket is
-// shuffled; the buckets, in turn, are the order. (Giving each sample the
-// key k + a uniform draw over the window and sorting by it is the same
-// distribution, at a sort's cost: 150 ms for ImageNet's 1.28 M samples
-// against 35 ms, in the producer's plan of each epoch.)
-func ShardShuffle(rng *rand.Rand, seg []int, shardOf func(int) int, window int) {
+// Why a circle: on a line, the first buckets draw from the first piece
+// alone and the last from the last, so an epoch would begin and end with
+// batches of one shard's classes (a quarter of the epoch with a window of
+// half the pieces). On the circle every bucket draws from `window`
+// pieces; the price is that the pieces that wrap are held from the first
+// bucket to the last, so that about 2×window pieces are held at the peak
+// (ShuffleWindow sizes the window for it).
+//
+// The pieces placed where the circle wraps (its last window-1 places,
+// and its first) are those seg uses last, in seg's order: where seg is
+// the previous epoch's order, they are what that epoch held at its end,
+// so an epoch begins with pieces already held rather than waiting for
+// window pieces to be read.
+//
+// The order is made in linear time: the k-th piece's samples each go to
+// one of the buckets k to k+window-1 (mod the pieces), at random, and
+// each bucket is shuffled; the buckets, in turn, are the order.
+func ShardShuffle(rng *rand.Rand, seg []int, pieceOf func(int) int, pieces, window int) {
 	if len(seg) < 2 {
 		return
 	}
-	window = max(window, 1)
-	place := map[int]int32{} // shard → its place in the shards' order
-	var shards []int
-	for _, i := range seg {
-		if _, ok := place[shardOf(i)]; !ok {
-			place[shardOf(i)] = 0
-			shards = append(shards, shardOf(i))
+	place := make([]int32, pieces) // piece → its place on the circle; -1: not in seg
+	for p := range place {
+		place[p] = -1
+	}
+	var last []int // the pieces, by when seg uses them last, latest first
+	for n := len(seg) - 1; n >= 0; n-- {
+		if p := pieceOf(seg[n]); place[p] < 0 {
+			place[p] = 0
+			last = append(last, p)
 		}
 	}
-	rng.Shuffle(len(shards), func(a, b int) { shards[a], shards[b] = shards[b], shards[a] })
-	for k, sh := range shards {
-		place[sh] = int32(k)
+	n := len(last)
+	window = min(max(window, 1), n)
+	edge, middle := last[:window], last[window:]
+	rng.Shuffle(len(edge), func(a, b int) { edge[a], edge[b] = edge[b], edge[a] })
+	rng.Shuffle(len(middle), func(a, b int) { middle[a], middle[b] = middle[b], middle[a] })
+	// Places: edge[0] at 0, the rest of the edge at the circle's end.
+	place[edge[0]] = 0
+	for k, p := range edge[1:] {
+		place[p] = int32(n - window + 1 + k)
+	}
+	for k, p := range middle {
+		place[p] = int32(1 + k)
 	}
 	bucket := make([]int32, len(seg))
-	start := make([]int, len(shards)+window+1) // bucket b's samples go from start[b]
-	for n, i := range seg {
-		bucket[n] = place[shardOf(i)] + int32(rng.IntN(window))
-		start[bucket[n]+1]++
+	start := make([]int, n+1) // bucket b's samples go from start[b]
+	for k, i := range seg {
+		b := place[pieceOf(i)] + int32(rng.IntN(window))
+		if b >= int32(n) {
+			b -= int32(n)
+		}
+		bucket[k] = b
+		start[b+1]++
 	}
 	for b := 1; b < len(start); b++ {
 		start[b] += start[b-1]
 	}
 	out := make([]int, len(seg))
 	at := slices.Clone(start)
-	for n, i := range seg {
-		out[at[bucket[n]]] = i
-		at[bucket[n]]++
+	for k, i := range seg {
+		out[at[bucket[k]]] = i
+		at[bucket[k]]++
 	}
-	for b := range len(start) - 1 {
+	for b := range n {
 		part := out[start[b]:start[b+1]]
 		rng.Shuffle(len(part), func(x, y int) { part[x], part[y] = part[y], part[x] })
 	}
 	copy(seg, out)
-}
-
-// ShuffleWindow is how many shards ShardShuffle keeps under way for a
-// budget of memory bytes: half of it, in shards of the average size; the
-// other half reads as many ahead. 0 where shards are not
-// read whole (ShardMemory 0): samples are read alone, in a uniform order.
-func (s *Shards) ShuffleWindow() int {
-	var total int64
-	for _, b := range s.sizes {
-		total += b
-	}
-	if s.memory <= 0 {
-		return 0
-	}
-	if total <= 0 {
-		return 1
-	}
-	avg := max(total/int64(len(s.sizes)), 1)
-	return int(max(s.memory/2/avg, 1))
 }

@@ -30,54 +30,62 @@ func (s *Shards) Carried() (kept, wasted int64) {
 
 // ShardStats is what whole-shard reading did and holds, for status.
 type ShardStats struct {
-	Memory           int64 // the budget (ShardMemory)
+	Memory           int64 // the shard memory
+	Disk             int64 // the shard disk, in DiskDir
+	DiskDir          string
+	DiskMapped       int64 // of it in use now
 	Held             int   // shards read and held now
 	HeldBytes        int64
 	Reading          int   // shards being read now
 	Reads, ReadBytes int64 // whole-shard reads so far
 	Carried, Wasted  int64 // see Carried
 	Index            string
-	// Shards is how many there are; Window, how many a training epoch's
-	// shuffle draws from at once (ShuffleWindow; 0: samples are read
-	// alone, in a uniform order), holding WindowSamples of Samples.
-	Shards, Window         int
+	// Shards is how many there are, in Pieces of PieceBytes on average;
+	// Window, how many pieces a training epoch's shuffle draws from at
+	// once (ShuffleWindow; 0: samples are read alone, in a uniform
+	// order), holding WindowSamples of Samples; Mix, how that mixes.
+	Shards, Pieces, Window int
+	PieceBytes             int64
 	WindowSamples, Samples int
+	Mix                    Mix
 }
 
 // Stats is what whole-shard reading did and holds now.
 func (s *Shards) Stats() ShardStats {
-	st := ShardStats{Memory: s.memory, Index: s.index, Shards: len(s.paths), Window: s.ShuffleWindow(), Samples: len(s.samples)}
+	st := ShardStats{Memory: s.memory, Disk: s.disk, DiskDir: s.diskDir, Index: s.index, Shards: len(s.paths), Pieces: len(s.pieces),
+		PieceBytes: s.pieceBytes(), Window: s.ShuffleWindow(), Samples: len(s.samples), Mix: s.mix}
 	st.WindowSamples = st.Samples
-	if st.Window > 0 && st.Window < st.Shards {
-		st.WindowSamples = st.Samples * st.Window / st.Shards
+	if st.Window > 0 && st.Window < st.Pieces {
+		st.WindowSamples = st.Samples * st.Window / st.Pieces
 	}
-	st.Held, st.HeldBytes, st.Reading = s.Held()
+	st.Held, st.HeldBytes, st.Reading, st.DiskMapped = s.Held()
 	st.Reads, st.ReadBytes = s.WholeReads()
 	st.Carried, st.Wasted = s.Carried()
 	return st
 }
 
-// Held is what whole-shard reading holds now: shards read, their bytes,
-// and shards still being read.
-func (s *Shards) Held() (shards int, bytes int64, reading int) {
+// Held is what piece reading holds now: pieces read, their bytes,
+// pieces still being read, and the shard disk's bytes in use.
+func (s *Shards) Held() (pieces int, bytes int64, reading int, onDisk int64) {
 	s.readerMu.Lock()
 	r := s.reader
 	s.readerMu.Unlock()
 	if r == nil {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
+	_, onDisk = r.bufs.Mapped()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for sh, w := range r.held {
+	for p, w := range r.held {
 		select {
 		case <-w.ready:
-			if w.err == nil {
-				shards++
-				bytes += r.s.sizes[sh]
+			if w.err == nil && w.data != nil {
+				pieces++
+				bytes += r.s.pieces[p].size
 			}
 		default:
 			reading++
 		}
 	}
-	return shards, bytes, reading
+	return pieces, bytes, reading, onDisk
 }

@@ -41,12 +41,14 @@ type Rescanner interface {
 }
 
 // Sharded is a source whose samples live in shards that are best read
-// whole (shardread.go): the producer orders each epoch shard by shard
-// (ShardShuffle over ShuffleWindow shards) and tells it each epoch's
-// order before making it, and how it expects the next to begin (nil: no
-// guess), so that the next epoch's first shards are read ahead.
+// in pieces of many samples (shardpieces.go, shardread.go): the producer
+// orders each epoch piece by piece (ShardShuffle over ShuffleWindow
+// pieces) and tells it each epoch's order before making it, and how it
+// expects the next to begin (nil: no guess), so that the next epoch's
+// first pieces are read ahead.
 type Sharded interface {
-	Shard(i int) int
+	Piece(i int) int
+	Pieces() int
 	ShuffleWindow() int
 	PlanEpoch(order, next []int)
 }

@@ -115,7 +115,7 @@ def train(args, side, seed, classes):
     if side == "dataloader":
         epochs = dataloader(args, seed)
     else:
-        source, extra = (args.train, []) if side == "folder" else (args.shards, ["--shard-memory", args.shard_memory])
+        source, extra = (args.train, []) if side == "folder" else (args.shards, ["--shard-memory", args.shard_memory, *args.shard_flag])
         mount = Mount(args, seed, source, extra)
         epochs = mount.epochs(args)
     try:
@@ -140,6 +140,8 @@ def main():
     ap.add_argument("--val", required=True)
     ap.add_argument("--shards", help="the train set as tar shards (a tsock --source); for the shards side")
     ap.add_argument("--shard-memory", help="tsock mount --shard-memory for the shards")
+    ap.add_argument("--shard-flag", action="append", default=[],
+                    help="a further tsock mount flag for the shards (repeat; e.g. --shard-flag=--shard-disk --shard-flag=0)")
     ap.add_argument("--sides", default="dataloader,folder,shards")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=6)

@@ -7,6 +7,7 @@
 Without TSOCK_BIN it builds tsock with `go build`. go test runs this file
 with a fresh venv (cmd/tsock/python_test.go), so scripts/test.sh does too.
 """
+import io
 import json
 import mmap
 import os
@@ -358,21 +359,51 @@ next(iter(c))
 class AccuracyTest(unittest.TestCase):
     def test_a_trial_learns_as_from_its_own_dataloader(self):
         """The same CNN, hyper-parameters and seed, trained from a
-        torchvision DataLoader and from a tsock mount of the same
-        class-sorted folder (scripts/python/accuracy.py), reach the same
+        torchvision DataLoader, from a tsock mount of the same
+        class-sorted folder, and from a mount of the same images as tar
+        shards written class by class with a shard memory of 4.65 shards
+        (ImageNet's ratio; scripts/python/accuracy.py), reach the same
         validation accuracy within 0.1. Replacing tsock's shuffle by the
-        dataset's order (one class a batch) gives 0.25-0.5 here, and
+        dataset's order (one class a batch), or the shards' by their order
+        (the shard disk off: --shard-disk 0), gives 0.25-0.5 here, and
         fails it."""
         train, val = tempfile.mkdtemp(prefix="tsock-acc-"), tempfile.mkdtemp(prefix="tsock-acc-")
         for d, n in ((train, 400), (val, 120)):
             subprocess.run([tsock_binary(), "gendata", d, "--images", str(n), "--classes", "8", "--min-side", "48",
                             "--max-side", "96"], check=True, stdout=subprocess.DEVNULL)
+        shards, memory = _class_sorted_shards(train)
         out = subprocess.run([PY, os.path.join(ROOT, "scripts", "python", "accuracy.py"), "--train", train, "--val", val,
-                              "--sides", "dataloader,folder", "--seeds", "1", "--epochs", "3", "--image-size", "32",
+                              "--sides", "dataloader,folder,shards", "--shards", shards, "--shard-memory", str(memory),
+                              "--seeds", "1", "--epochs", "3", "--image-size", "32",
                               "--tsock", tsock_binary()], check=True, capture_output=True, text=True).stdout
         acc = {r["side"]: r["accuracy"] for r in (json.loads(line) for line in out.splitlines() if line.startswith("{"))}
         self.assertGreater(acc["dataloader"], 0.5, out)  # it learns at all
         self.assertGreaterEqual(acc["folder"], acc["dataloader"] - 0.1, out)
+        self.assertGreaterEqual(acc["shards"], acc["dataloader"] - 0.1, out)
+
+
+def _class_sorted_shards(folder):
+    """Writes folder's images as tar shards, one class a shard in class
+    order (as a conversion straight from a class-sorted folder does):
+    returns their spec and 4.65 shards' worth of bytes."""
+    import tarfile
+
+    out = tempfile.mkdtemp(prefix="tsock-acc-shards-")
+    classes = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
+    total = 0
+    for label, cls in enumerate(classes):
+        path = os.path.join(out, "shard-%03d.tar" % label)
+        with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+            for name in sorted(os.listdir(os.path.join(folder, cls))):
+                key = "%s-%s" % (cls, os.path.splitext(name)[0])
+                tar.add(os.path.join(folder, cls, name), arcname=key + ".jpg")
+                data = str(label).encode()
+                info = tarfile.TarInfo(key + ".cls")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        total += os.path.getsize(path)
+    spec = os.path.join(out, "shard-{000..%03d}.tar" % (len(classes) - 1))
+    return spec, total * 465 // 100 // len(classes)
 
 
 class _Tokens:
