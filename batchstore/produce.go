@@ -306,6 +306,14 @@ func (s *Store) WaitNeed(ctx context.Context, e, pos int) error {
 	return nil
 }
 
+// Needs says whether some consumer needs producer epoch e now (its first
+// sample): past Config.Epochs, only a late joiner's epochs reach there.
+func (s *Store) Needs(e int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.needed(e, 0)
+}
+
 // needed: epochs before Config.Epochs are made for whoever joins; later
 // ones only as far as a late joiner's last epoch reaches. Callers hold s.mu.
 func (s *Store) needed(e, pos int) bool {

@@ -473,3 +473,22 @@ func TestSnapshotSaysHowFarIntoItsEpochAConsumerIs(t *testing.T) {
 		}
 	}
 }
+
+// TestNeedsSaysWhetherALateJoinerReachesPastTheEpochs: with --epochs 1,
+// producer epoch 1 is needed by nobody while only a consumer that joined
+// at the start reads; once another joins mid-epoch, its stitched epoch
+// reaches into producer epoch 1, which is then needed (its first pieces
+// are worth reading ahead).
+func TestNeedsSaysWhetherALateJoinerReachesPastTheEpochs(t *testing.T) {
+	s := New(Config{Limit: 1000, Epochs: 1, Samples: 2})
+	mustJoin(t, s, "a")
+	if !s.Needs(0) || s.Needs(1) {
+		t.Fatalf("one consumer from the start: needs epoch 0 %v, epoch 1 %v; want true, false", s.Needs(0), s.Needs(1))
+	}
+	publish(t, s, 10, 0, 0)
+	read(t, s, "a", 0, 1)
+	mustJoin(t, s, "b")
+	if !s.Needs(1) || s.Needs(2) {
+		t.Fatalf("a consumer joined mid-epoch: needs epoch 1 %v, epoch 2 %v; want true, false", s.Needs(1), s.Needs(2))
+	}
+}

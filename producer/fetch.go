@@ -94,10 +94,13 @@ func (f *fetcher) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, 
 	f.mu.Unlock()
 	<-fe.done
 	<-f.slots
-	if fe.data == nil && fe.err == nil {
+	if fe.err != nil || fe.data == nil {
+		// Nothing read ahead is a sample's verdict: a fault met ahead
+		// (an outage since passed, a read cut by a stop) is read again
+		// now, under the store's whole budget of waiting.
 		return f.src.Encoded(ctx, i, scratch)
 	}
-	return fe.data, fe.err
+	return fe.data, nil
 }
 
 // close stops fetching once what was asked is done.

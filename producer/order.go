@@ -26,10 +26,12 @@ func (p *Producer) plan(e int, prev []int) []int {
 // expectNext is how epoch e+1 will begin if nothing changes meanwhile
 // (no consumer joins mid-epoch, none changes its subset): the shards read
 // ahead for it. A wrong guess costs the bytes read ahead, never a sample.
-// nil after the last epoch, and where epoch e+1 cannot be guessed from
-// what is known now: a cache in front may hold all of it after epoch 0.
+// nil after the last epoch (past --epochs, unless a late joiner's
+// epochs reach past it), and where epoch e+1 cannot be guessed from what
+// is known now: a cache in front may hold all of it after epoch 0.
 func (p *Producer) expectNext(e int, order []int) []int {
-	if _, cached := p.cfg.Source.(*source.Cache); (cached && e == 0) || (p.cfg.Epochs > 0 && e+1 >= p.cfg.Epochs) {
+	last := p.cfg.Epochs > 0 && e+1 >= p.cfg.Epochs && !p.store.Needs(e+1)
+	if _, cached := p.cfg.Source.(*source.Cache); (cached && e == 0) || last {
 		return nil
 	}
 	next, _ := batchstore.StitchOrder(order, 0, nil, func(idx int) bool { return !p.stats.excluded(idx) }, nil, p.shuffler(e+1))

@@ -49,10 +49,15 @@ const maxWorkers = 4096
 
 // maxSamples bounds --samples: ordered mode keeps two epochs' orders of
 // 8 bytes a sample, and may take at most half the machine's memory.
-func maxSamples() int64 {
+func maxSamples() int64 { return machineMemory() / 32 }
+
+// machineMemory is this machine's memory (8 GiB where it cannot be told):
+// what sizes in flags that are memory are checked against, so that a
+// value never kills the daemon ("fatal error: out of memory").
+func machineMemory() int64 {
 	var info unix.Sysinfo_t
 	if err := unix.Sysinfo(&info); err != nil {
-		return 1 << 28
+		return 8 << 30
 	}
-	return int64(uint64(info.Totalram) * uint64(info.Unit) / 32)
+	return int64(uint64(info.Totalram) * uint64(info.Unit))
 }

@@ -63,6 +63,10 @@ func metricsText(s *mountSnapshot) string {
 		counter("tsock_remote_failures_total", "Object store requests that failed for good.", float64(r.failures))
 		counter("tsock_remote_throttled_total", "Object store answers that asked to slow down (SlowDown): retried and paced.", float64(r.throttled))
 		counter("tsock_remote_bytes_total", "Bytes read from the object store.", float64(r.bytes))
+		counter("tsock_remote_resumed_total", "Object store reads that broke off and went on from the byte reached.", float64(r.resumed))
+		gauge("tsock_remote_waiting_requests", "Requests waiting out the object store's faults now (the producer waits on the store).", float64(r.waiting))
+		gauge("tsock_remote_waited_seconds", "How long the store has failed the requests waiting now.", r.waitedFor)
+		gauge("tsock_remote_retry_budget_seconds", "How long a request waits out faults before the run fails (--s3-retry-for).", r.retryFor)
 	}
 	if g := s.gpu; g != nil {
 		gauge("tsock_gpu_slabs", "GPU slabs allocated (--device).", float64(g.slabs))

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/pflag"
 
 	"github.com/tsock/tsock/batchstore"
@@ -102,7 +103,7 @@ func (c *mountCommand) Parse(args []string) error {
 	c.s3 = remote.DefaultConfig()
 	f.StringVar(&c.source, "source", "", "image folder in ImageFolder form, WebDataset tar shards ('DIR/train-{000000..000099}.tar', globs too; or s3://BUCKET/KEYS.tar), or synthetic:N")
 	f.StringVar(&c.s3.Endpoint, "s3-endpoint", "", "S3-compatible server for s3:// sources (http://HOST:PORT for plain HTTP); default AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then AWS")
-	f.DurationVar(&c.s3.StateRetry, "s3-retry-for", c.s3.StateRetry, "how long reads retry, with fresh credentials, once credentials that worked are refused (revoked, an expired token), before the run fails")
+	f.DurationVar(&c.s3.RetryFor, "s3-retry-for", c.s3.RetryFor, "how long a request waits out a store that fails it (errors, resets, refused connections, throttling; credentials refused after they worked, with fresh ones each try), from its first fault, with backoff and jitter, before the run fails")
 	f.BoolVar(&c.ingestMode, "ingest", false, "batches come from outside: producers write them into MOUNTPOINT/ingest/")
 	f.IntVar(&c.ingestCfg.Samples, "samples", 0, "with --ingest: dataset size N; tsock owns the order (ingest/order) and every epoch is exact")
 	newParsed(f, &c.order, oneOf("shuffle", "sequential"), "order", "shuffle", "with --ingest --samples: shuffle (each epoch, from --seed) or sequential")
@@ -213,8 +214,11 @@ func (c *mountCommand) validate() error {
 		return fmt.Errorf("--workers %d: must be 0 (one per core) to %d", c.cfg.Workers, maxWorkers)
 	case c.eviction.Timeout < time.Millisecond:
 		return fmt.Errorf("--consumer-timeout %s: must be at least 1ms", c.eviction.Timeout)
-	case c.s3.StateRetry < 0:
-		return fmt.Errorf("--s3-retry-for %s: must be 0 (fail at the first refusal) or more", c.s3.StateRetry)
+	case c.shardMemory > machineMemory()/2:
+		return fmt.Errorf("--shard-memory %s: over half this machine's memory (%s): hold more pieces on a local disk with --shard-disk",
+			c.flags.Lookup("shard-memory").Value, humanize.IBytes(uint64(machineMemory())))
+	case c.s3.RetryFor < 0:
+		return fmt.Errorf("--s3-retry-for %s: must be 0 (fail at the first fault) or more", c.s3.RetryFor)
 	case c.idleExit < 0:
 		return fmt.Errorf("--idle-exit %s: must be 0 (never) or positive", c.idleExit)
 	}

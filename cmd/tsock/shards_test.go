@@ -81,7 +81,7 @@ func TestMountServesShardsFromS3(t *testing.T) {
 		n += len(b.Indices)
 	}
 	st := readFile(t, filepath.Join(d.dir, "status"))
-	if n != 40 || !regexp.MustCompile(`(?m)^remote: http://127\.0\.0\.1:\d+, bucket data: \d+ requests, 0 retried, 0 failed, .* read; .*/s over the last 10 s$`).MatchString(st) ||
+	if n != 40 || !regexp.MustCompile(`(?m)^remote: http://127\.0\.0\.1:\d+, bucket data: \d+ requests, 0 retried, 0 resumed, 0 failed, .* read; .*/s over the last 10 s$`).MatchString(st) ||
 		!strings.Contains(st, "on disk in "+cacheDir+", 20 files; hit rate 50% (20 hits, 20 misses)") || strings.Contains(st, s3test.SecretKey) {
 		t.Fatalf("%d samples served; status:\n%s", n, st)
 	}

@@ -45,8 +45,14 @@ type remoteSnapshot struct {
 	line, endpoint              string
 	requests, retries, failures uint64
 	throttled                   uint64 // SlowDown answers: retried and paced
+	resumed                     uint64 // reads that went on from the byte reached
 	bytes                       int64
 	rate                        float64 // bytes/s, the last 10 s
+	// waiting requests wait out the store's faults now, for waitedFor
+	// (seconds) of the budget; lastFault is the last of them.
+	waiting             int
+	waitedFor, retryFor float64
+	lastFault           string
 }
 
 // gpuSnapshot is the GPU's state; consumers follow the store snapshot's
@@ -102,7 +108,11 @@ func (c *mountCommand) snapshot() *mountSnapshot {
 		bytes := st.Bytes.Load()
 		s.remote = &remoteSnapshot{
 			line: rs.Remote(), endpoint: rs.Store().Endpoint(), requests: st.Requests.Load(), retries: st.Retries.Load(),
-			failures: st.Failures.Load(), throttled: st.Throttled.Load(), bytes: bytes, rate: c.rate.remoteRate(bytes),
+			failures: st.Failures.Load(), throttled: st.Throttled.Load(), resumed: st.Resumed.Load(), bytes: bytes,
+			rate: c.rate.remoteRate(bytes), retryFor: rs.Store().RetryFor().Seconds(),
+		}
+		if n, since, last := rs.Store().Waiting(); n > 0 {
+			s.remote.waiting, s.remote.waitedFor, s.remote.lastFault = n, time.Since(since).Seconds(), last
 		}
 	}
 	if sh, ok := source.As[*source.Shards](c.cfg.Source); ok {

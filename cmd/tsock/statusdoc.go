@@ -81,8 +81,16 @@ type remoteDoc struct {
 	// Throttled: answers that asked to slow down (503 SlowDown, 429),
 	// retried and paced, never failures.
 	Throttled uint64  `json:"throttled"`
+	Resumed   uint64  `json:"resumed"` // reads that went on from the byte reached after a break
 	Bytes     int64   `json:"bytes"`
 	Rate      float64 `json:"bytes_per_second"` // the last 10 s
+	// Waiting: requests waiting out the store's faults now (the producer
+	// waits on the store, not on consumers), for WaitedFor seconds of
+	// RetryFor (--s3-retry-for); LastFault, the last fault met.
+	Waiting   int     `json:"waiting"`
+	WaitedFor float64 `json:"waited_for"`
+	RetryFor  float64 `json:"retry_for"`
+	LastFault string  `json:"last_fault,omitempty"`
 }
 
 // shardsDoc is piece reading: the shard memory and disk, the pieces (a
@@ -90,6 +98,7 @@ type remoteDoc struct {
 // epochs' first pieces found held or read ahead in vain.
 type shardsDoc struct {
 	Memory     int64  `json:"memory"`
+	Alone      string `json:"alone,omitempty"` // why every sample is read alone (a ranged read each); absent where pieces are read
 	Disk       int64  `json:"disk"`
 	DiskDir    string `json:"disk_dir"`
 	DiskUsed   int64  `json:"disk_used"`
@@ -225,11 +234,12 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 	}
 	doc.Shuffle = c.shuffleReach(s.shards)
 	if sh := s.shards; sh != nil {
-		doc.Shards = &shardsDoc{Memory: sh.Memory, Disk: sh.Disk, DiskDir: sh.DiskDir, DiskUsed: sh.DiskMapped, Pieces: sh.Pieces, PieceBytes: sh.PieceBytes, Held: sh.Held, HeldBytes: sh.HeldBytes, Reading: sh.Reading, Reads: sh.Reads,
+		doc.Shards = &shardsDoc{Memory: sh.Memory, Alone: sh.Alone, Disk: sh.Disk, DiskDir: sh.DiskDir, DiskUsed: sh.DiskMapped, Pieces: sh.Pieces, PieceBytes: sh.PieceBytes, Held: sh.Held, HeldBytes: sh.HeldBytes, Reading: sh.Reading, Reads: sh.Reads,
 			ReadBytes: sh.ReadBytes, Carried: sh.Carried, Wasted: sh.Wasted, Index: sh.Index}
 	}
 	if r := s.remote; r != nil {
-		doc.Remote = &remoteDoc{Endpoint: r.endpoint, Requests: r.requests, Retries: r.retries, Failures: r.failures, Throttled: r.throttled, Bytes: r.bytes, Rate: r.rate}
+		doc.Remote = &remoteDoc{Endpoint: r.endpoint, Requests: r.requests, Retries: r.retries, Failures: r.failures, Throttled: r.throttled,
+			Resumed: r.resumed, Bytes: r.bytes, Rate: r.rate, Waiting: r.waiting, WaitedFor: r.waitedFor, RetryFor: r.retryFor, LastFault: r.lastFault}
 	}
 	return doc
 }

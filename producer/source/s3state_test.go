@@ -41,7 +41,7 @@ func stateRun(t *testing.T, epochs int, retryFor time.Duration, fault func(n int
 		return s3test.Pass
 	})
 	cfg := s3Config(proxy.Endpoint)
-	cfg.StateRetry = retryFor
+	cfg.RetryFor = retryFor
 	src, err := source.OpenContext(context.Background(), spec, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,9 @@ package source
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -108,4 +110,27 @@ func localDiskDir(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// TestALocalShardsVersionIsTheSameOnEveryNode: a local shard's version
+// is its inode, size and mtime, not its device, which a shared file
+// system shows differently on each node (an index file shared by the
+// nodes would be rewritten by each).
+func TestALocalShardsVersionIsTheSameOnEveryNode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shard.tar")
+	if err := os.WriteFile(path, make([]byte, 1024), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	version, size, err := localVersion(f)
+	var st unix.Stat_t
+	unix.Stat(path, &st)
+	want := fmt.Sprintf("%d:1024:%d.%09d", st.Ino, st.Mtim.Sec, st.Mtim.Nsec)
+	if err != nil || version != want || size != 1024 {
+		t.Fatalf("version %q (size %d, %v), want %q: no device", version, size, err, want)
+	}
 }

@@ -1,7 +1,10 @@
 package source
 
 import (
+	"fmt"
 	"math/rand/v2"
+
+	"github.com/dustin/go-humanize"
 )
 
 // Pieces, and how many of them a training epoch mixes. A batch holds the
@@ -71,7 +74,7 @@ func (s *Shards) Piece(i int) int { return int(s.samples[i].piece) }
 // 0 where pieces are not held (no shard memory): samples are read alone,
 // in a uniform order.
 func (s *Shards) ShuffleWindow() int {
-	if s.memory <= 0 {
+	if s.memory <= 0 || s.alone != "" {
 		return 0
 	}
 	return max(s.window, 1)
@@ -234,10 +237,12 @@ const (
 func (s *Shards) Arrange(space ShardSpace) error {
 	s.memory, s.disk, s.diskDir = max(space.Memory, 0), 0, space.DiskDir
 	s.cut(0)
-	s.window, s.mix = 0, Mix{}
+	s.window, s.mix, s.alone = 0, Mix{}, ""
 	if s.memory == 0 {
+		s.alone = "--shard-memory 0"
 		return nil
 	}
+	defer s.settle()
 	batch := space.Batch
 	if batch <= 0 {
 		batch = 256
@@ -269,6 +274,31 @@ func (s *Shards) Arrange(space ShardSpace) error {
 	}
 	return nil
 }
+
+// settle makes sure the pieces chosen can be held: a piece is read
+// whole only where it is at most a quarter of the shard memory and disk
+// (wholePieces). Where shards are too large for that, parts of them are;
+// where even parts are not, every sample is read alone, and the order is
+// then uniform (ShuffleWindow 0: nothing is gained by reading piece by
+// piece), and status says why (Alone).
+func (s *Shards) settle() {
+	budget := s.memory + s.disk
+	if s.largestPiece() <= budget/4 {
+		return
+	}
+	s.cut(minPiece)
+	if s.largestPiece() <= budget/4 {
+		s.window = s.windowFor(budget)
+		return
+	}
+	s.cut(0)
+	s.window = 0
+	s.alone = fmt.Sprintf("the shard memory and disk (%s) hold under 4 pieces of %s: a ranged read a sample, in a uniform order (--shard-memory, --shard-disk)",
+		humanize.IBytes(uint64(budget)), humanize.IBytes(uint64(s.largestPiece())))
+}
+
+// Alone says why every sample is read alone ("" where pieces are read).
+func (s *Shards) Alone() string { return s.alone }
 
 // choose sets the smallest window of the pieces that mixes to need
 // within budget bytes, and says whether one does; where none does, the

@@ -170,3 +170,23 @@ func BenchmarkImageNetShapeMix(b *testing.B) {
 			s.Pieces(), humanize.IBytes(uint64(s.pieceBytes())), s.ShuffleWindow(), humanize.IBytes(uint64(s.disk)), s.Pieces(), got, uniform, got/uniform, took.Round(time.Millisecond))
 	}
 }
+
+// TestPiecesTooLargeForTheMemoryFallBackToAUniformOrder: shards of 20 MiB
+// with a shard memory of 1.5 of them and no disk: whole shards cannot be
+// held 4 at a time, nor parts of 8 MiB or more, so every sample is read
+// alone, and the order is uniform rather than shard by shard; status says
+// why. With 2.5 shards of memory, parts can be: read in parts, with a
+// window of them.
+func TestPiecesTooLargeForTheMemoryFallBackToAUniformOrder(t *testing.T) {
+	const shards, per, size = 8, 20, 1 << 20
+	s := indexedShards(shards, per, size, 1, func(int) int { return 0 }) // no labels to judge by
+	s.Arrange(ShardSpace{Memory: s.sizes[0] * 3 / 2, Batch: 8})
+	if s.ShuffleWindow() != 0 || s.Alone() == "" || s.Stats().Alone == "" {
+		t.Fatalf("1.5 shards of memory: window %d, alone %q: want samples read alone in a uniform order, and why", s.ShuffleWindow(), s.Alone())
+	}
+	s.Arrange(ShardSpace{Memory: s.sizes[0] * 5 / 2, Batch: 8})
+	if s.ShuffleWindow() == 0 || s.Alone() != "" || s.Pieces() <= shards {
+		t.Fatalf("2.5 shards of memory: window %d of %d pieces, alone %q: want parts, a window of them", s.ShuffleWindow(), s.Pieces(), s.Alone())
+	}
+	checkPieces(t, s)
+}

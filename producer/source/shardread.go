@@ -323,6 +323,7 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 		// Asked before its turn, or again (a retry): read it now if the
 		// budget allows, else this sample alone.
 		if !r.room(sh) {
+			r.tookAlone(sh)
 			r.mu.Unlock()
 			return nil, false, nil
 		}
@@ -344,6 +345,7 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 		if !w.dropped {
 			r.dropLocked(sh, w) // a later sample tries again
 		}
+		r.tookAlone(sh)
 		r.mu.Unlock()
 		return nil, false, nil
 	}
@@ -370,6 +372,19 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 		r.dropLocked(sh, w)
 	}
 	return b, true, nil
+}
+
+// tookAlone counts a sample of piece sh read alone (no room, or its read
+// gave no bytes) against what the epoch still takes of the piece: once
+// nothing more is wanted of it, it is dropped, not held to the epoch's
+// end. Callers hold r.mu.
+func (r *shardReader) tookAlone(sh int32) {
+	if r.left[sh]--; r.left[sh] > 0 || (r.ahead == len(r.seq) && r.nextIn[sh]) {
+		return
+	}
+	if w := r.held[sh]; w != nil {
+		r.dropLocked(sh, w)
+	}
 }
 
 // release ends one reader's copy out of w: the last gives back the

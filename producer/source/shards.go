@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dustin/go-humanize"
 	"golang.org/x/sys/unix"
@@ -48,6 +49,7 @@ type Shards struct {
 	pieces       []piece
 	window       int
 	mix          Mix
+	alone        string // why every sample is read alone; "" where pieces are read
 	memory, disk int64
 	diskDir      string
 	index        string // what became of the index file, for status: "" without one
@@ -261,13 +263,15 @@ func indexShard(ctx context.Context, path string) shardIndex {
 
 // localVersion tells one content of a local shard from another: a shard
 // rewritten in place changes its mtime, one renamed over its inode. It
-// returns the shard's size too.
+// returns the shard's size too. Not the device: a shared file system
+// (NFS, Lustre) shows each node another st_dev for the same file, and an
+// index file on it, shared by the nodes, would be rewritten by each.
 func localVersion(f *os.File) (string, int64, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return "", 0, fmt.Errorf("stat %s: %w", f.Name(), err)
 	}
-	return fmt.Sprintf("%d:%d:%d:%d.%09d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec), st.Size, nil
+	return fmt.Sprintf("%d:%d:%d.%09d", st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec), st.Size, nil
 }
 
 // add appends shard's index. A shard that broke off lost the samples
@@ -351,13 +355,22 @@ func (s *Shards) Remote() string {
 	return remoteSummary(f.String(), f.store)
 }
 
-// remoteSummary is a remote source's status line: where, and its traffic.
+// remoteSummary is a remote source's status line: where, its traffic,
+// and what the store's faults hold up now.
 func remoteSummary(where string, store *remote.Store) string {
 	st := &store.Stats
-	line := fmt.Sprintf("%s: %d requests, %d retried, %d failed, %s read", where, st.Requests.Load(), st.Retries.Load(),
-		st.Failures.Load(), humanize.IBytes(uint64(st.Bytes.Load())))
+	line := fmt.Sprintf("%s: %d requests, %d retried, %d resumed, %d failed, %s read", where, st.Requests.Load(), st.Retries.Load(),
+		st.Resumed.Load(), st.Failures.Load(), humanize.IBytes(uint64(st.Bytes.Load())))
 	if n := st.Throttled.Load(); n > 0 {
 		line += fmt.Sprintf(", %d throttled (SlowDown: paced)", n)
+	}
+	if gap := store.Gap(); gap > 0 {
+		line += fmt.Sprintf(", paced now to a request every %s", gap.Round(time.Millisecond))
+	}
+	if n, since, last := store.Waiting(); n > 0 {
+		waited := time.Since(since)
+		line += fmt.Sprintf("; waiting out the store's faults: %d requests, for %s of --s3-retry-for %s (last: %s)",
+			n, waited.Round(time.Second), store.RetryFor(), last)
 	}
 	return line
 }

@@ -6,13 +6,13 @@ package source
 
 // WholeReads is how many whole-shard reads were made, and their bytes.
 func (s *Shards) WholeReads() (requests, bytes int64) {
-	s.readerMu.Lock()
-	r := s.reader
-	s.readerMu.Unlock()
-	if r == nil {
-		return s.wholeRequests, s.wholeBytes
+	s.readerMu.Lock() // retire adds to the counts of readers gone under it
+	defer s.readerMu.Unlock()
+	requests, bytes = s.wholeRequests, s.wholeBytes
+	if r := s.reader; r != nil {
+		requests, bytes = requests+r.Requests.Load(), bytes+r.Bytes.Load()
 	}
-	return s.wholeRequests + r.Requests.Load(), s.wholeBytes + r.Bytes.Load()
+	return requests, bytes
 }
 
 // Carried is how many shards new epochs found already held when they
@@ -48,12 +48,13 @@ type ShardStats struct {
 	PieceBytes             int64
 	WindowSamples, Samples int
 	Mix                    Mix
+	Alone                  string // why every sample is read alone; "" where pieces are read
 }
 
 // Stats is what whole-shard reading did and holds now.
 func (s *Shards) Stats() ShardStats {
 	st := ShardStats{Memory: s.memory, Disk: s.disk, DiskDir: s.diskDir, Index: s.index, Shards: len(s.paths), Pieces: len(s.pieces),
-		PieceBytes: s.pieceBytes(), Window: s.ShuffleWindow(), Samples: len(s.samples), Mix: s.mix}
+		PieceBytes: s.pieceBytes(), Window: s.ShuffleWindow(), Samples: len(s.samples), Mix: s.mix, Alone: s.alone}
 	st.WindowSamples = st.Samples
 	if st.Window > 0 && st.Window < st.Pieces {
 		st.WindowSamples = st.Samples * st.Window / st.Pieces

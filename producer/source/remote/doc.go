@@ -5,10 +5,17 @@
 // keys to read whole, in ranges, or list.
 //
 // Invariants:
-//   - Every request is tried at most Config.Attempts times; a transient
-//     fault (a timeout, a reset or refused connection, a 5xx, throttling,
-//     a body shorter than asked) is retried after a backoff and counted;
-//     a permanent one (no such key or bucket, access denied) is not.
+//   - A request that meets a fault of the store's (a timeout, a reset or
+//     refused connection, a 5xx, throttling, a body shorter than asked,
+//     credentials refused after they worked) is retried with backoff and
+//     full jitter, Retry-After honoured, for Config.RetryFor from its
+//     first fault, then fails with ErrUnavailable; a permanent one (no
+//     such key, access denied at first, a replaced object) is not
+//     retried; no such bucket is ErrBucketGone, the store's state.
+//   - A read that breaks off goes on from the byte reached (If-Match its
+//     ETag); an attempt is cut by Config.Timeout of silence, not by the
+//     time a slow body takes (retry.go).
+//   - A run that stops (ctx) ends every wait and is no failure.
 //   - No secret reaches an error, a log line or Stats.
 //   - A read returns exactly the bytes asked for, or an error.
 package remote

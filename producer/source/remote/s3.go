@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,30 +24,35 @@ type Config struct {
 	// Profile of the shared credentials file; "" for AWS_PROFILE or
 	// "default".
 	Profile string
-	// Attempts per request (transient faults retried), at least 1.
-	Attempts int
-	// Timeout of one attempt.
+	// Timeout bounds the wait for an attempt's first byte, and then each
+	// silence between bytes: a slow stream goes on for as long as bytes
+	// come (retry.go).
 	Timeout time.Duration
-	// StateRetry bounds how long a failure that tells of the store's
-	// state rather than a sample's is tried again: credentials refused
-	// after they had worked (revoked, or an STS token expired; each try
-	// takes fresh ones from the chain). After it the read fails with
-	// ErrUnavailable, which fails the run: never a skipped sample.
-	StateRetry time.Duration
+	// RetryFor bounds how long a request waits out a store that fails it
+	// (timeouts, resets, refused connections, 5xx, throttling, and
+	// credentials refused after they had worked: revoked, or an STS token
+	// expired, each try taking fresh ones from the chain), from its first
+	// fault, with exponential backoff and full jitter, and Retry-After
+	// honoured. After it the read fails with ErrUnavailable, which fails
+	// the run: never a skipped sample.
+	RetryFor time.Duration
 }
 
 // DefaultConfig is what a mount uses unless told otherwise.
 func DefaultConfig() Config {
-	return Config{Attempts: 6, Timeout: 30 * time.Second, StateRetry: 2 * time.Minute}
+	return Config{Timeout: 30 * time.Second, RetryFor: 2 * time.Minute}
 }
 
 // Stats counts requests; safe for concurrent use.
 type Stats struct {
 	Requests, Retries, Failures atomic.Uint64
 	// Throttled counts answers that asked to slow down (503 SlowDown,
-	// 429): retried, paced, never a failure while StateRetry lasts.
+	// 429): retried, paced, never a failure while RetryFor lasts.
 	Throttled atomic.Uint64
 	Bytes     atomic.Int64
+	// Resumed counts reads that broke off and went on from the byte
+	// reached (a Range from there), not from the start.
+	Resumed atomic.Uint64
 }
 
 // Store is one S3-compatible endpoint.
@@ -58,69 +62,12 @@ type Store struct {
 	cfg      Config
 	endpoint string // for messages: scheme and host, never credentials
 	Stats    Stats
-	backoff  func(attempt int) time.Duration
 	// worked: a request has succeeded, so the credentials were good: a
 	// refusal from then on is the store's state (revoked, expired), not
 	// a wrong key at start, which fails at once.
 	worked atomic.Bool
 	pace   pacer
-}
-
-// pacer spaces requests once the store asks to slow down: the gap
-// between two requests doubles at a SlowDown (once per gap, as the
-// requests in flight are all refused together) and shrinks by a
-// sixteenth at each success (AIMD on the rate), so a node settles just
-// under what the store serves instead of retrying in a burst.
-type pacer struct {
-	mu     sync.Mutex
-	gap    time.Duration
-	next   time.Time
-	raised time.Time // when gap last doubled
-}
-
-// maxGap bounds the pacing: one request a second at the slowest.
-const maxGap = time.Second
-
-// wait holds a request until its turn.
-func (p *pacer) wait(ctx context.Context) error {
-	p.mu.Lock()
-	if p.gap == 0 {
-		p.mu.Unlock()
-		return nil
-	}
-	now := time.Now()
-	at := now
-	if p.next.After(now) {
-		at = p.next
-	}
-	p.next = at.Add(p.gap)
-	p.mu.Unlock()
-	if d := at.Sub(now); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-func (p *pacer) throttled() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if now := time.Now(); now.Sub(p.raised) >= max(p.gap, 50*time.Millisecond) {
-		p.gap, p.raised = min(max(2*p.gap, time.Millisecond), maxGap), now
-	}
-}
-
-func (p *pacer) ok() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.gap -= p.gap / 16; p.gap < 50*time.Microsecond {
-		p.gap = 0
-	}
+	faults outage
 }
 
 // Dial prepares a client for cfg: credentials from the AWS environment
@@ -128,7 +75,6 @@ func (p *pacer) ok() {
 // endpoint and region from cfg, the environment, then the profile in the
 // shared config file.
 func Dial(cfg Config) (*Store, error) {
-	cfg.Attempts = max(cfg.Attempts, 1)
 	profile := cfg.Profile
 	if profile == "" {
 		profile = firstEnv("AWS_PROFILE")
@@ -160,15 +106,19 @@ func Dial(cfg Config) (*Store, error) {
 		&credentials.FileAWSCredentials{Profile: profile},
 		&credentials.IAM{},
 	})
+	transport, err := minio.DefaultTransport(u.Scheme == "https")
+	if err != nil {
+		return nil, fmt.Errorf("S3 endpoint %s: %w", u.Scheme+"://"+u.Host, err)
+	}
 	client, err := minio.New(u.Host, &minio.Options{
-		Creds: creds, Secure: u.Scheme == "https", Region: region,
+		Creds: creds, Secure: u.Scheme == "https", Region: region, Transport: hintTransport{transport},
 		MaxRetries:   1,                      // tsock retries, and counts
 		BucketLookup: minio.BucketLookupAuto, // virtual-hosted for AWS, path-style for IPs and other servers
 	})
 	if err != nil {
 		return nil, fmt.Errorf("S3 endpoint %s: %w", u.Scheme+"://"+u.Host, err)
 	}
-	return &Store{client: client, creds: creds, cfg: cfg, endpoint: u.Scheme + "://" + u.Host, backoff: backoff}, nil
+	return &Store{client: client, creds: creds, cfg: cfg, endpoint: u.Scheme + "://" + u.Host}, nil
 }
 
 // Endpoint names the server, for status.
@@ -200,74 +150,11 @@ func Redact(raw string) string {
 	return scheme + "REDACTED@" + raw[at+1:]
 }
 
-// backoff is the wait before attempt k (from 1): 50 ms doubling, at most 2 s.
-func backoff(k int) time.Duration {
-	return min(50*time.Millisecond<<min(k-1, 6), 2*time.Second)
-}
-
-// do runs op until it succeeds, fails for good, or runs out of attempts:
-// Config.Attempts for a transient fault, Config.StateRetry for a refusal
-// of credentials that had worked.
-func (s *Store) do(ctx context.Context, what string, op func(ctx context.Context) error) error {
-	var err error
-	start := time.Now()
-	for k, transients := 1, 0; ; k++ {
-		if k > 1 {
-			s.Stats.Retries.Add(1)
-			select {
-			case <-time.After(s.backoff(k - 1)):
-			case <-ctx.Done():
-				return fmt.Errorf("%s: %w", what, ctx.Err())
-			}
-		}
-		if err := s.pace.wait(ctx); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		s.Stats.Requests.Add(1)
-		attempt, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-		err = op(attempt)
-		cancel()
-		switch {
-		case err == nil:
-			s.worked.Store(true)
-			s.pace.ok()
-			return nil
-		case ctx.Err() != nil:
-			s.Stats.Failures.Add(1)
-			return fmt.Errorf("%s: %w", what, err)
-		case refused(err) && s.worked.Load():
-			if time.Since(start) >= s.cfg.StateRetry {
-				s.Stats.Failures.Add(1)
-				return fmt.Errorf("%s: %w: the credentials that worked are refused (revoked or expired?) for %s: %w",
-					what, ErrUnavailable, s.cfg.StateRetry, err)
-			}
-			s.creds.Expire() // the next try takes fresh ones from the chain
-		case throttled(err):
-			// The store serves, only slower than asked: pace and go on,
-			// for as long as a store's state is waited for.
-			s.Stats.Throttled.Add(1)
-			s.pace.throttled()
-			if time.Since(start) >= s.cfg.StateRetry {
-				s.Stats.Failures.Add(1)
-				return fmt.Errorf("%s: %w: throttled for %s: %w", what, ErrUnavailable, s.cfg.StateRetry, err)
-			}
-		case !transient(err):
-			s.Stats.Failures.Add(1)
-			return fmt.Errorf("%s: %w", what, err)
-		default:
-			if transients++; transients >= s.cfg.Attempts {
-				s.Stats.Failures.Add(1)
-				return fmt.Errorf("%s: %w after %d attempts: %w", what, ErrUnavailable, s.cfg.Attempts, err)
-			}
-		}
-	}
-}
-
 // StoreFault says whether err is the store's, not a sample's: it kept
 // failing (ErrUnavailable), or it refused the credentials. Such an error
 // stops the run; it never marks a sample bad.
 func StoreFault(err error) bool {
-	return errors.Is(err, ErrUnavailable) || refused(err)
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrBucketGone) || refused(err)
 }
 
 // refusedCodes are S3's answers that the request's credentials are not
@@ -283,8 +170,11 @@ func refused(err error) bool {
 	return errors.As(err, &resp) && (refusedCodes[resp.Code] || resp.StatusCode == 401 || resp.StatusCode == 403)
 }
 
-// ErrNotFound: no such key or bucket.
+// ErrNotFound: no such key.
 var ErrNotFound = errors.New("not found")
+
+// ErrBucketGone: no such bucket. The store's state, never a sample's.
+var ErrBucketGone = errors.New("no such bucket: the bucket is gone")
 
 // ErrChanged: the object is no longer the version asked for (its ETag
 // changed: replaced since it was read).
@@ -313,7 +203,7 @@ func transient(err error) bool {
 		}
 		return false
 	}
-	return !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrChanged) && !errors.Is(err, errTooLarge) // network errors, short bodies, timeouts
+	return !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrChanged) && !errors.Is(err, errTooLarge) && !errors.Is(err, ErrBucketGone) // network errors, short bodies, timeouts
 }
 
 // permanent gives an error response its meaning.
@@ -321,8 +211,12 @@ func permanent(err error) error {
 	var resp minio.ErrorResponse
 	if errors.As(err, &resp) {
 		switch resp.Code {
-		case "NoSuchKey", "NoSuchBucket":
+		case "NoSuchKey":
 			return fmt.Errorf("%s (%w)", strings.TrimSuffix(resp.Message, "."), ErrNotFound)
+		case "NoSuchBucket":
+			// The store's state, never a sample's: a bucket deleted under
+			// a mount fails the run at its first request that meets it.
+			return fmt.Errorf("%s (%w)", strings.TrimSuffix(resp.Message, "."), ErrBucketGone)
 		}
 		if resp.StatusCode == 412 || resp.Code == "PreconditionFailed" {
 			return fmt.Errorf("%s (%w)", strings.TrimSuffix(resp.Message, "."), ErrChanged)
@@ -335,24 +229,25 @@ func permanent(err error) error {
 }
 
 // ReadAt reads len(p) bytes of bucket/key at off: exactly, or an error;
-// ErrChanged if etag is set and the object's is no longer it.
+// ErrChanged if etag is set and the object's is no longer it. A read
+// that breaks off goes on from the byte reached where etag says which
+// object that is (else from the start).
 func (s *Store) ReadAt(ctx context.Context, bucket, key, etag string, p []byte, off int64) error {
-	return s.do(ctx, fmt.Sprintf("s3://%s/%s: %d bytes at %d", bucket, key, len(p), off), func(ctx context.Context) error {
-		opts := minio.GetObjectOptions{}
-		if err := opts.SetRange(off, off+int64(len(p))-1); err != nil {
+	got := 0
+	return s.retry(ctx, fmt.Sprintf("s3://%s/%s: %d bytes at %d", bucket, key, len(p), off), func(ctx context.Context) error {
+		if got > 0 && etag == "" {
+			got = 0 // another version might answer a Range from there
+		}
+		if got > 0 {
+			s.Stats.Resumed.Add(1)
+		}
+		body, _, err := s.open(ctx, bucket, key, etag, off+int64(got), off+int64(len(p))-1)
+		if err != nil {
 			return err
 		}
-		if etag != "" {
-			if err := opts.SetMatchETag(etag); err != nil {
-				return err
-			}
-		}
-		obj, err := s.client.GetObject(ctx, bucket, key, opts)
-		if err != nil {
-			return permanent(err)
-		}
-		defer obj.Close()
-		n, err := io.ReadFull(obj, p)
+		defer body.Close()
+		n, err := io.ReadFull(body, p[got:])
+		got += n
 		s.Stats.Bytes.Add(int64(n))
 		return permanent(err)
 	})
@@ -379,19 +274,65 @@ func (s *Store) Stat(ctx context.Context, bucket, key string) (Object, error) {
 }
 
 // Stream calls read with the whole of bucket/key as one stream and what
-// it is; an attempt that breaks off is tried again from the start (read
-// must start afresh).
+// it is. A stream that breaks off goes on from the byte reached (a Range
+// from there, If-Match the ETag it began with), unseen by read; where it
+// cannot, the attempt fails and is tried again from the start (read must
+// start afresh).
 func (s *Store) Stream(ctx context.Context, bucket, key string, read func(r io.Reader, obj Object) error) error {
-	return s.do(ctx, fmt.Sprintf("s3://%s/%s", bucket, key), func(ctx context.Context) error {
-		// Core's GET answers with the object's info from the response
-		// headers: no HEAD request of its own.
-		body, info, _, err := minio.Core{Client: s.client}.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	what := fmt.Sprintf("s3://%s/%s", bucket, key)
+	return s.retry(ctx, what, func(ctx context.Context) error {
+		body, info, err := s.open(ctx, bucket, key, "", 0, -1)
 		if err != nil {
-			return permanent(err)
+			return err
 		}
-		defer body.Close()
-		return permanent(read(&counting{r: body, n: &s.Stats.Bytes}, Object{ETag: info.ETag, Size: info.Size}))
+		r := &resuming{s: s, ctx: ctx, what: what, bucket: bucket, key: key, etag: info.ETag, size: info.Size, body: body}
+		defer r.close()
+		return permanent(read(&counting{r: r, n: &s.Stats.Bytes}, Object{ETag: info.ETag, Size: info.Size}))
 	})
+}
+
+// resuming reads an object's body, opening it again from the byte
+// reached when it breaks off, under retry's policy.
+type resuming struct {
+	s                       *Store
+	ctx                     context.Context
+	what, bucket, key, etag string
+	size, pos               int64
+	body                    *watched
+}
+
+func (r *resuming) Read(p []byte) (int, error) {
+	for {
+		if r.body == nil {
+			return 0, fmt.Errorf("%s: read after a failed resumption", r.what)
+		}
+		n, err := r.body.Read(p)
+		r.pos += int64(n)
+		if n > 0 || err == nil || (err == io.EOF && r.pos >= r.size) {
+			return n, err
+		}
+		if r.ctx.Err() != nil || r.etag == "" || !transient(err) {
+			return 0, err
+		}
+		r.body.Close()
+		r.s.Stats.Resumed.Add(1)
+		if err := r.s.retry(r.ctx, fmt.Sprintf("%s from byte %d", r.what, r.pos), func(ctx context.Context) error {
+			body, _, err := r.s.open(context.WithValue(r.ctx, hintKey{}, ctx.Value(hintKey{})), r.bucket, r.key, r.etag, r.pos, -1)
+			if err == nil {
+				r.body = body
+			}
+			return err
+		}); err != nil {
+			r.body = nil
+			return 0, err
+		}
+	}
+}
+
+func (r *resuming) close() {
+	if r.body != nil {
+		r.body.Close()
+	}
 }
 
 // Get reads the whole of bucket/key into *buf (grown as needed), at most
@@ -434,7 +375,7 @@ func (s *Store) Vanished(ctx context.Context, bucket, prefix string) error {
 		return nil
 	})
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrBucketGone):
 		return fmt.Errorf("%s: %w: the bucket is gone", what, ErrUnavailable)
 	case err != nil:
 		return err

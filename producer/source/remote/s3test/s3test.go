@@ -113,6 +113,7 @@ const (
 	Stall              // no answer until the client gives up (its timeout)
 	AccessDenied       // 403 AccessDenied, as for revoked or expired credentials
 	NoSuchKey          // 404 NoSuchKey, as for a deleted object
+	Unavailable        // 503 ServiceUnavailable with Retry-After (RetryAfter seconds), as a store that is down
 	faults             // how many there are
 )
 
@@ -129,8 +130,18 @@ type Proxy struct {
 	Bandwidth atomic.Int64
 	// RateLimit, in requests a second, is what the store serves before it
 	// answers 503 SlowDown, as S3 does per prefix; 0: no limit.
-	RateLimit   atomic.Int64
+	RateLimit atomic.Int64
+	// RetryAfter, in seconds, is the Retry-After of Unavailable's answers.
+	RetryAfter atomic.Int64
+	// CutAfter, in bytes, breaks every answer's body after that many
+	// bytes (the connection closed), as a link that resets; 0: never.
+	CutAfter    atomic.Int64
 	MaxInFlight atomic.Int64 // the most requests it held at once
+	srv         *http.Server
+	listener    net.Listener
+	addr        string
+	conns       sync.Map // the open connections, closed by Down
+	down        atomic.Bool
 	rate        struct {
 		sync.Mutex
 		second time.Time
@@ -180,9 +191,12 @@ func StartProxy(t testing.TB, s *Server, fault func(n int) Fault) *Proxy {
 		}
 		p.Injected[f].Add(1)
 		switch f {
-		case SlowDown, Error500, AccessDenied, NoSuchKey:
-			code, status := map[Fault]string{SlowDown: "SlowDown", Error500: "InternalError", AccessDenied: "AccessDenied", NoSuchKey: "NoSuchKey"}[f],
-				map[Fault]int{SlowDown: 503, Error500: 500, AccessDenied: 403, NoSuchKey: 404}[f]
+		case SlowDown, Error500, AccessDenied, NoSuchKey, Unavailable:
+			code, status := map[Fault]string{SlowDown: "SlowDown", Error500: "InternalError", AccessDenied: "AccessDenied", NoSuchKey: "NoSuchKey", Unavailable: "ServiceUnavailable"}[f],
+				map[Fault]int{SlowDown: 503, Error500: 500, AccessDenied: 403, NoSuchKey: 404, Unavailable: 503}[f]
+			if f == Unavailable && p.RetryAfter.Load() > 0 {
+				w.Header().Set("Retry-After", fmt.Sprint(p.RetryAfter.Load()))
+			}
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(status)
 			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>injected</Message></Error>`, code)
@@ -200,13 +214,49 @@ func StartProxy(t testing.TB, s *Server, fault func(n int) Fault) *Proxy {
 			if bw := p.Bandwidth.Load(); bw > 0 {
 				w = &slowWriter{ResponseWriter: w, rate: bw}
 			}
+			if cut := p.CutAfter.Load(); cut > 0 {
+				w = &halfWriter{ResponseWriter: w, budget: cut, armed: true, fixed: true}
+			}
 			rp.ServeHTTP(w, r)
 		}
-	})}
+	}), ConnState: func(c net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			p.conns.Store(c, true)
+		case http.StateClosed, http.StateHijacked:
+			p.conns.Delete(c)
+		}
+	}}
+	p.srv, p.listener, p.addr = srv, l, l.Addr().String()
 	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(func() { p.down.Store(true); srv.Close() })
 	p.Endpoint = "http://" + l.Addr().String()
 	return p
+}
+
+// Down closes the proxy's port and its connections: every connection is
+// refused (ECONNREFUSED) until Up, as a store that is down.
+func (p *Proxy) Down(t testing.TB) {
+	t.Helper()
+	p.down.Store(true)
+	p.srv.SetKeepAlivesEnabled(false)
+	if err := p.listener.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p.conns.Range(func(c, _ any) bool { c.(net.Conn).Close(); return true })
+}
+
+// Up listens on the port again.
+func (p *Proxy) Up(t testing.TB) {
+	t.Helper()
+	l, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatalf("listening on %s again: %v", p.addr, err)
+	}
+	p.down.Store(false)
+	p.listener = l
+	p.srv.SetKeepAlivesEnabled(true)
+	go p.srv.Serve(l)
 }
 
 // overRate counts a request against RateLimit in the current second.
@@ -254,11 +304,12 @@ type halfWriter struct {
 	http.ResponseWriter
 	budget int64
 	armed  bool
+	fixed  bool // budget is set (CutAfter), not half the body
 	broken bool
 }
 
 func (h *halfWriter) WriteHeader(code int) {
-	if n := h.Header().Get("Content-Length"); n != "" {
+	if n := h.Header().Get("Content-Length"); n != "" && !h.fixed {
 		var size int64
 		fmt.Sscan(n, &size)
 		h.budget, h.armed = size/2, true

@@ -1,0 +1,183 @@
+package source_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tsock/tsock/batchstore"
+	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
+	"github.com/tsock/tsock/producer/source/remote"
+	"github.com/tsock/tsock/producer/source/remote/s3test"
+)
+
+// TestAnOutageIsWaitedOut: mid-epoch the store goes down (every
+// connection refused), then answers every request 503 with Retry-After,
+// then recovers. Within --s3-retry-for the run waits it out and ends in
+// exact epochs, no sample marked bad, whether shards are read whole or
+// each sample alone with 16 read ahead (a read ahead that met the outage
+// is read again, never taken as the sample's verdict); meanwhile status
+// says the producer waits on the store. (The issue's outage is 30 s
+// against a 2-minute budget: here 1.5 s and 1.5 s against 30 s.)
+func TestAnOutageIsWaitedOut(t *testing.T) {
+	for _, mode := range []string{"whole shards", "samples alone, fetched ahead"} {
+		t.Run(mode, func(t *testing.T) {
+			server := s3test.Start(t, "data")
+			local := producertest.Shards(t, producertest.Folder(t, 60, 3), 10)
+			spec := uploadShards(t, server, "data", local)
+			var unavailable atomic.Bool
+			proxy := s3test.StartProxy(t, server, func(int) s3test.Fault {
+				if unavailable.Load() {
+					return s3test.Unavailable
+				}
+				return s3test.Pass
+			})
+			proxy.RetryAfter.Store(1)
+			cfg := s3Config(proxy.Endpoint)
+			cfg.RetryFor = 30 * time.Second
+			src, err := source.OpenContext(context.Background(), spec, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pcfg := producertest.Config(src, 4, 2, 1)
+			if mode == "whole shards" {
+				streaming(t, src, local)
+			} else {
+				src.(*source.Shards).ShardMemory(0)
+				pcfg.Fetch = 16
+			}
+			store := src.(*source.Shards).Store()
+			r := producertest.StartProducer(t, pcfg, 2*time.Minute)
+			var sawWaiting atomic.Bool
+			phases := make(chan struct{})
+			batches, err := r.Read(t, func(j uint64, _ *batchfile.Batch) {
+				if j != 1 {
+					return
+				}
+				proxy.Down(t)
+				go func() { // the outage's course, owned by the test (it waits on phases)
+					defer close(phases)
+					time.Sleep(1500 * time.Millisecond) // the outage's length: the scenario, not a wait for an event
+					sawWaiting.Store(waiting(src))
+					unavailable.Store(true)
+					proxy.Up(t)
+					time.Sleep(1500 * time.Millisecond)
+					sawWaiting.Store(sawWaiting.Load() || waiting(src))
+					unavailable.Store(false)
+				}()
+			})
+			<-phases
+			if err != nil {
+				t.Fatalf("the consumer's reading ended in %v", err)
+			}
+			r.Cancel() // its epochs made: a run ends when its mount does
+			if err := <-r.Done; err != nil {
+				t.Fatalf("producer: %v", err)
+			}
+			if err := (producertest.Stream{Good: producertest.All(60), Label: src.Label, BatchSize: 4, Epochs: 2}).Check(batches); err != nil {
+				t.Fatal(err)
+			}
+			if n := r.P.Stats().Skipped(); n != 0 {
+				t.Fatalf("%d samples marked bad for an outage", n)
+			}
+			if !sawWaiting.Load() || store.Stats.Retries.Load() == 0 || proxy.Injected[s3test.Unavailable].Load() == 0 {
+				t.Fatalf("status never said the producer waits on the store (%v), %d retries, %d 503s; %s",
+					sawWaiting.Load(), store.Stats.Retries.Load(), proxy.Injected[s3test.Unavailable].Load(), src.(*source.Shards).Remote())
+			}
+		})
+	}
+}
+
+// waiting says whether status says now that the producer waits out the
+// store's faults.
+func waiting(src source.Source) bool {
+	return strings.Contains(src.(*source.Shards).Remote(), "; waiting out the store's faults: ")
+}
+
+// TestBrokenReadsGoOnFromTheByteReached: every answer's body breaks after
+// 8 KiB (the connection closed), and the link brings 64 KiB a second: the
+// index pass and two epochs of whole-shard reads go on from the byte each
+// break reached (a Range from there), never from the start, and end
+// exact; a whole read that takes longer than the attempt's timeout goes
+// on as long as bytes come.
+func TestBrokenReadsGoOnFromTheByteReached(t *testing.T) {
+	server := s3test.Start(t, "data")
+	local := producertest.Shards(t, producertest.Folder(t, 40, 2), 10)
+	spec := uploadShards(t, server, "data", local)
+	_, shardBytes := producertest.ShardFiles(t, local)
+	proxy := s3test.StartProxy(t, server, func(int) s3test.Fault { return s3test.Pass })
+	proxy.CutAfter.Store(8 << 10)
+	cfg := s3Config(proxy.Endpoint)
+	cfg.RetryFor = 30 * time.Second
+	src, err := source.OpenContext(context.Background(), spec, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streaming(t, src, local)
+	batches := producertest.Produce(t, producertest.Config(src, 4, 2, 1))
+	if err := (producertest.Stream{Good: producertest.All(40), Label: src.Label, BatchSize: 4, Epochs: 2}).Check(batches); err != nil {
+		t.Fatal(err)
+	}
+	st := &src.(*source.Shards).Store().Stats
+	// Going on from the byte reached reads each shard's bytes once a
+	// pass (the index's, then at most two epochs'): from the start, each
+	// break would read the first 8 KiB again, and never end.
+	if st.Resumed.Load() == 0 || st.Failures.Load() != 0 || st.Bytes.Load() > 3*shardBytes {
+		t.Fatalf("%d reads resumed, %d failed, %d bytes for 3 passes over %d: %s", st.Resumed.Load(), st.Failures.Load(), st.Bytes.Load(), shardBytes, src.(*source.Shards).Remote())
+	}
+
+	// A slow link: each whole read takes several times the timeout.
+	proxy.CutAfter.Store(0)
+	proxy.Bandwidth.Store(64 << 10)
+	cfg.Timeout = 100 * time.Millisecond
+	slow, err := source.OpenContext(context.Background(), spec, cfg)
+	if err != nil {
+		t.Fatalf("indexing over a slow link: %v", err)
+	}
+	streaming(t, slow, local)
+	if err := (producertest.Stream{Good: producertest.All(40), Label: slow.Label, BatchSize: 4, Epochs: 1}).Check(producertest.Produce(t, producertest.Config(slow, 4, 1, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if st := &slow.(*source.Shards).Store().Stats; st.Failures.Load() != 0 || st.Retries.Load() != 0 {
+		t.Fatalf("a slow link: %s", slow.(*source.Shards).Remote())
+	}
+}
+
+// TestADeletedBucketFailsTheRunAndMarksNothing: the bucket of a mount of
+// ImageFolder keys is deleted mid-run (at once: its directory moved away
+// under the server): the first requests that meet it fail the run naming
+// the bucket, read ahead or not, and no sample is marked bad.
+func TestADeletedBucketFailsTheRunAndMarksNothing(t *testing.T) {
+	server := s3test.Start(t, "data")
+	uploadFolder(t, server, "data", "train/", producertest.Folder(t, 40, 2))
+	src, err := source.OpenContext(context.Background(), "s3://data/train/", s3Config(server.Endpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := producertest.Config(src, 4, 2, 1)
+	cfg.Fetch = 16
+	r := producertest.StartProducer(t, cfg, time.Minute)
+	_, readErr := r.Read(t, func(j uint64, _ *batchfile.Batch) {
+		if j == 0 { // as `aws s3 rb --force` does: every key deleted, one by one, then the bucket
+			server.Empty(t, "data")
+			if err := os.Rename(filepath.Join(server.Root, "data"), filepath.Join(server.Root, "deleted")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	r.Cancel()
+	runErr := <-r.Done
+	if !errors.Is(readErr, batchstore.ErrProducerFailed) || !strings.Contains(readErr.Error(), "the bucket is gone") || !remote.StoreFault(runErr) {
+		t.Fatalf("reading ended in %v, producer %v: want the producer's failure saying the bucket is gone", readErr, runErr)
+	}
+	if n := r.P.Stats().Skipped(); n != 0 {
+		t.Fatalf("%d samples marked bad for a deleted bucket", n)
+	}
+}
