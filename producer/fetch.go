@@ -13,7 +13,12 @@ import (
 // waiting on its own. The run that starts it stops it (close) and waits
 // for its goroutines.
 type fetcher struct {
-	src   source.Source
+	src source.Source
+	// whole says whether sample i is read from a piece of a shard read
+	// whole (source.Sharded): those are not fetched one by one, since
+	// the source reads their pieces ahead itself; a fetcher that did
+	// would ask past what the shard memory holds, and read them alone.
+	whole func(i int) bool
 	slots chan struct{} // one per sample asked ahead and not yet taken
 	queue chan *fetched
 
@@ -39,7 +44,10 @@ const fetchWindow = 4
 func newFetcher(ctx context.Context, src source.Source, parallel int) *fetcher {
 	f := &fetcher{
 		src: src, slots: make(chan struct{}, fetchWindow*parallel), queue: make(chan *fetched),
-		pending: map[int][]*fetched{},
+		pending: map[int][]*fetched{}, whole: func(int) bool { return false },
+	}
+	if sh, ok := source.As[source.Sharded](src); ok {
+		f.whole = sh.ReadsWhole
 	}
 	for range parallel {
 		f.wg.Go(func() {
@@ -58,6 +66,9 @@ func (f *fetcher) window() int { return cap(f.slots) }
 // ahead asks for sample i. It waits while the window is full of samples
 // the workers have not taken yet, or until ctx ends.
 func (f *fetcher) ahead(ctx context.Context, i int) error {
+	if f.whole(i) {
+		return nil // its worker reads it from its piece
+	}
 	select {
 	case f.slots <- struct{}{}:
 	case <-ctx.Done():

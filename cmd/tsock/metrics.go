@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,26 +9,63 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 )
 
-// metrics renders MOUNTPOINT/metrics in the Prometheus text format: the
-// numbers of status, one series per consumer, for tools to scrape.
-func (c *mountCommand) metrics() ([]byte, error) { return []byte(metricsText(c.snapshot())), nil }
+// metrics renders MOUNTPOINT/metrics in the Prometheus text format: what
+// GET /metrics serves (the numbers of status, one series per consumer,
+// and the Go runtime's and the process's), for tools to scrape.
+func (c *mountCommand) metrics() ([]byte, error) {
+	families, err := c.registry().Gather()
+	var b bytes.Buffer
+	for _, mf := range families {
+		if _, werr := expfmt.MetricFamilyToText(&b, mf); werr != nil {
+			return nil, werr
+		}
+	}
+	return b.Bytes(), err
+}
 
-// metricsText is a snapshot in the Prometheus text format.
-func metricsText(s *mountSnapshot) string {
+// registry is the mount's metrics: its own (snapshotCollector), Go's
+// runtime and the process's, as users of Prometheus expect beside them.
+func (c *mountCommand) registry() *prometheus.Registry {
+	c.registryOnce.Do(func() {
+		c.reg = prometheus.NewRegistry()
+		c.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+			snapshotCollector{c.snapshot})
+	})
+	return c.reg
+}
+
+// snapshotCollector gives a mount's numbers as of one snapshot a
+// scrape. Unchecked (it describes nothing ahead): which series there are
+// depends on the mount (a cache, shards, a store, consumers).
+type snapshotCollector struct{ snapshot func() *mountSnapshot }
+
+func (snapshotCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (sc snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	collectMetrics(sc.snapshot(), func(name, help string, kind prometheus.ValueType, v float64, consumer ...string) {
+		var labels []string
+		if len(consumer) > 0 {
+			labels = []string{"consumer"}
+		}
+		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, labels, nil), kind, v, consumer...)
+	})
+}
+
+// collectMetrics gives each of a snapshot's numbers to emit.
+func collectMetrics(s *mountSnapshot, emit func(name, help string, kind prometheus.ValueType, v float64, consumer ...string)) {
 	snap := s.store
-	var b strings.Builder
-	gauge := func(name, help string, v float64) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", name, help, name, name, v)
-	}
-	counter := func(name, help string, v float64) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %g\n", name, help, name, name, v)
-	}
+	gauge := func(name, help string, v float64) { emit(name, help, prometheus.GaugeValue, v) }
+	counter := func(name, help string, v float64) { emit(name, help, prometheus.CounterValue, v) }
 	gauge("tsock_buffer_limit_bytes", "Memory allowed for batches (--buffer).", float64(snap.Limit))
 	gauge("tsock_buffer_used_bytes", "Memory held by published batches.", float64(snap.Used))
 	gauge("tsock_buffer_batches", "Batches held in memory.", float64(snap.Held))
@@ -75,28 +113,28 @@ func metricsText(s *mountSnapshot) string {
 	}
 	gauge("tsock_skipped_inputs", "Distinct inputs skipped as unreadable or corrupt.", float64(s.skipped))
 	perConsumer := []struct {
-		name, kind, help string
-		value            func(i int) float64
+		name  string
+		kind  prometheus.ValueType
+		help  string
+		value func(i int) float64
 	}{
-		{"tsock_consumer_position", "gauge", "The consumer's next batch number.", func(i int) float64 { return float64(snap.Consumers[i].Position) }},
-		{"tsock_consumer_epoch", "gauge", "Epoch of the last batch consumed (-1 before any).", func(i int) float64 { return float64(snap.Consumers[i].Epoch) }},
-		{"tsock_consumer_lag_batches", "gauge", "Published batches not yet consumed.", func(i int) float64 { return float64(snap.Consumers[i].Lag) }},
-		{"tsock_consumer_lag_bytes", "gauge", "Bytes of published batches not yet consumed.", func(i int) float64 { return float64(snap.Consumers[i].LagBytes) }},
-		{"tsock_consumer_batches_read_total", "counter", "Batches consumed.", func(i int) float64 { return float64(snap.Consumers[i].BatchesRead) }},
-		{"tsock_consumer_samples_read_total", "counter", "Samples consumed.", func(i int) float64 { return float64(snap.Consumers[i].SamplesRead) }},
-		{"tsock_consumer_bytes_read_total", "counter", "Bytes of batches consumed.", func(i int) float64 { return float64(snap.Consumers[i].BytesRead) }},
-		{"tsock_consumer_open_batches", "gauge", "Batches the consumer holds open.", func(i int) float64 { return float64(snap.Consumers[i].OpenBatches) }},
-		{"tsock_consumer_wait_seconds_total", "counter", "Time spent blocked waiting for a batch (exposed wait).", func(i int) float64 { return snap.Consumers[i].WaitTotal.Seconds() }},
-		{"tsock_consumer_evicted", "gauge", "1 if the consumer was evicted.", func(i int) float64 { return bool01(snap.Consumers[i].Evicted != "") }},
-		{"tsock_consumer_done", "gauge", "1 if the consumer read everything there will be.", func(i int) float64 { return bool01(snap.Consumers[i].Done) }},
+		{"tsock_consumer_position", prometheus.GaugeValue, "The consumer's next batch number.", func(i int) float64 { return float64(snap.Consumers[i].Position) }},
+		{"tsock_consumer_epoch", prometheus.GaugeValue, "Epoch of the last batch consumed (-1 before any).", func(i int) float64 { return float64(snap.Consumers[i].Epoch) }},
+		{"tsock_consumer_lag_batches", prometheus.GaugeValue, "Published batches not yet consumed.", func(i int) float64 { return float64(snap.Consumers[i].Lag) }},
+		{"tsock_consumer_lag_bytes", prometheus.GaugeValue, "Bytes of published batches not yet consumed.", func(i int) float64 { return float64(snap.Consumers[i].LagBytes) }},
+		{"tsock_consumer_batches_read_total", prometheus.CounterValue, "Batches consumed.", func(i int) float64 { return float64(snap.Consumers[i].BatchesRead) }},
+		{"tsock_consumer_samples_read_total", prometheus.CounterValue, "Samples consumed.", func(i int) float64 { return float64(snap.Consumers[i].SamplesRead) }},
+		{"tsock_consumer_bytes_read_total", prometheus.CounterValue, "Bytes of batches consumed.", func(i int) float64 { return float64(snap.Consumers[i].BytesRead) }},
+		{"tsock_consumer_open_batches", prometheus.GaugeValue, "Batches the consumer holds open.", func(i int) float64 { return float64(snap.Consumers[i].OpenBatches) }},
+		{"tsock_consumer_wait_seconds_total", prometheus.CounterValue, "Time spent blocked waiting for a batch (exposed wait).", func(i int) float64 { return snap.Consumers[i].WaitTotal.Seconds() }},
+		{"tsock_consumer_evicted", prometheus.GaugeValue, "1 if the consumer was evicted.", func(i int) float64 { return bool01(snap.Consumers[i].Evicted != "") }},
+		{"tsock_consumer_done", prometheus.GaugeValue, "1 if the consumer read everything there will be.", func(i int) float64 { return bool01(snap.Consumers[i].Done) }},
 	}
 	for _, m := range perConsumer {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.kind)
 		for i, cs := range snap.Consumers {
-			fmt.Fprintf(&b, "%s{consumer=%q} %g\n", m.name, cs.Name, m.value(i))
+			emit(m.name, m.help, m.kind, m.value(i), cs.Name)
 		}
 	}
-	return b.String()
 }
 
 func bool01(b bool) float64 {
@@ -108,9 +146,13 @@ func bool01(b bool) float64 {
 
 // metricsServer serves /metrics (and /status.json) over HTTP for
 // --metrics-listen: Prometheus scrapes a port, not a file in a mount.
-// It is bounded: metricsLimits caps the connections it holds at once,
-// how long a request or an idle keep-alive may hold one, and a request's
-// headers, so that no client (nor a few hundred) can pin its memory.
+// It is bounded, and answers its scrapers whatever other clients do:
+// metricsLimits caps the connections it holds at once (a connection past
+// the cap is answered 503 at once and closed, never queued behind the
+// others), how long a request's headers may take (a second: a scraper
+// sends them at once, a slow client is cut off early), a request and an
+// idle keep-alive, and a request's headers' bytes, so that no client
+// (nor a few hundred) can pin its memory or its slots for long.
 type metricsServer struct {
 	listener *limitListener
 	server   *http.Server
@@ -121,43 +163,57 @@ var metricsLimits = struct {
 	conns                     int
 	header, read, write, idle time.Duration
 	headerBytes               int
-}{conns: 16, header: 5 * time.Second, read: 10 * time.Second, write: 10 * time.Second, idle: 30 * time.Second, headerBytes: 8 << 10}
+}{conns: 256, header: time.Second, read: 2 * time.Second, write: 5 * time.Second, idle: 10 * time.Second, headerBytes: 8 << 10}
 
-// limitListener accepts at most cap(slots) connections at once; the next
-// waits in the kernel's backlog until one closes.
+// limitListener holds at most cap(slots) connections at once; one past
+// that is answered 503 and closed at once.
 type limitListener struct {
 	net.Listener
-	slots  chan struct{}
-	closed chan struct{} // Close: an Accept waiting for a slot ends
-	once   sync.Once
-	peak   atomic.Int64 // the most held at once, for tests
+	slots   chan struct{}
+	peak    atomic.Int64 // the most held at once, for tests
+	refused atomic.Int64 // connections answered 503 for want of a slot
 }
 
 func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{})}
+	return &limitListener{Listener: l, slots: make(chan struct{}, n)}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return l.held(c), nil
+		default:
+			l.refuse(c)
+		}
 	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
+}
+
+// busy is the answer to a connection past the cap.
+const busy = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 36\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many connections: try again soon\n"
+
+// refuse answers c 503 and closes it, without reading its request: a
+// write of a few bytes to a new connection's empty buffer, bounded.
+func (l *limitListener) refuse(c net.Conn) {
+	l.refused.Add(1)
+	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	io.WriteString(c, busy)
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.CloseWrite() // the answer first; a reset could overtake it
 	}
+	c.Close()
+}
+
+// held counts c as holding a slot until it closes.
+func (l *limitListener) held(c net.Conn) net.Conn {
 	held := int64(len(l.slots))
 	for p := l.peak.Load(); held > p && !l.peak.CompareAndSwap(p, held); p = l.peak.Load() {
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
-}
-
-// Close stops accepting, a wait for a slot included.
-func (l *limitListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return l.Listener.Close()
+	return &limitedConn{Conn: c, release: func() { <-l.slots }}
 }
 
 // limitedConn gives its slot back once, at its first Close.
@@ -179,7 +235,7 @@ func (c *mountCommand) listenMetrics() error {
 	if c.metricsListen == "" {
 		return nil
 	}
-	m, err := newMetricsServer(c.metricsListen, c.metrics, c.statusJSON)
+	m, err := newMetricsServer(c.metricsListen, promhttp.HandlerFor(c.registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}), c.statusJSON)
 	if err != nil {
 		return fmt.Errorf("--metrics-listen: %w", err)
 	}
@@ -187,9 +243,9 @@ func (c *mountCommand) listenMetrics() error {
 	return nil
 }
 
-// newMetricsServer binds addr and serves GET /metrics and /status.json
-// from the renderers, within metricsLimits.
-func newMetricsServer(addr string, metrics, statusJSON func() ([]byte, error)) (*metricsServer, error) {
+// newMetricsServer binds addr and serves GET /metrics from metrics and
+// /status.json from its renderer, within metricsLimits.
+func newMetricsServer(addr string, metrics http.Handler, statusJSON func() ([]byte, error)) (*metricsServer, error) {
 	inner, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -211,7 +267,7 @@ func newMetricsServer(addr string, metrics, statusJSON func() ([]byte, error)) (
 			w.Write(data)
 		}
 	}
-	mux.Handle("GET /metrics", serve("text/plain; version=0.0.4; charset=utf-8", metrics))
+	mux.Handle("GET /metrics", metrics)
 	mux.Handle("GET /status.json", serve("application/json", statusJSON))
 	return &metricsServer{listener: newLimitListener(inner, metricsLimits.conns), server: &http.Server{
 		Handler: mux, ReadHeaderTimeout: metricsLimits.header, ReadTimeout: metricsLimits.read,

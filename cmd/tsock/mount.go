@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/tsock/tsock/batchstore"
@@ -37,16 +38,18 @@ type mountCommand struct {
 	mountFlags
 
 	// What Run makes, Close frees.
-	store       *batchstore.Store
-	alloc       *memfile.Allocator
-	producer    *producer.Producer // nil with --ingest
-	ingest      *ingest.Ingest     // nil without --ingest
-	cache       *source.Cache      // nil without --cache
-	gpu         *gpuMode           // nil without --device
-	mounted     *fs.Mounted
-	unmounted   chan struct{} // closed when the file system is gone
-	rate        *rateMeter
-	metricsHTTP *metricsServer // serves --metrics-listen
+	store        *batchstore.Store
+	alloc        *memfile.Allocator
+	producer     *producer.Producer // nil with --ingest
+	ingest       *ingest.Ingest     // nil without --ingest
+	cache        *source.Cache      // nil without --cache
+	gpu          *gpuMode           // nil without --device
+	mounted      *fs.Mounted
+	unmounted    chan struct{} // closed when the file system is gone
+	rate         *rateMeter
+	metricsHTTP  *metricsServer // serves --metrics-listen
+	registryOnce sync.Once
+	reg          *prometheus.Registry // the metrics (metrics.go)
 }
 
 // mountFlags is the mount's command line, each flag parsed once into its

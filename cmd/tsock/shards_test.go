@@ -107,7 +107,7 @@ func TestMountServesShardsFromS3(t *testing.T) {
 	d.stop(t)
 	mp := t.TempDir()
 	for _, tc := range []struct{ spec, secret, want string }{
-		{"s3://nobucket/train/shard-000.tar", s3test.SecretKey, "not found"},
+		{"s3://nobucket/train/shard-000.tar", s3test.SecretKey, "no such bucket"},
 		{"s3://data/train/shard-009.tar", s3test.SecretKey, "The specified key does not exist (not found)"},
 		{spec, "wrong-secret-value", "s3://data/train/shard-000.tar"},
 	} {
@@ -304,23 +304,34 @@ func TestAStartingMountSaysWhatItDoesAndStopsOnSIGTERM(t *testing.T) {
 }
 
 // TestStatusSaysHowFarTheShuffleReaches: a training mount of class-sorted
-// tar shards whose shard memory holds a window of 1 of 6 shards and no
+// tar shards whose shard memory holds a window of 2 of 6 shards and no
 // shard disk says how little a batch mixes, in status and status.json,
 // with the knobs that widen it, and warns on the log; the same memory
-// with the shard disk sized by default mixes and does not warn; a mount
-// whose window holds every shard, and an eval mount, say theirs.
+// with the shard disk sized by default mixes and does not warn; a shard
+// memory of 2 shards (too little to read 4 at a time) reads each sample
+// alone in a uniform order, and says why; a mount whose window holds
+// every shard, and an eval mount, say theirs.
 func TestStatusSaysHowFarTheShuffleReaches(t *testing.T) {
-	spec := producertest.Shards(t, producertest.Folder(t, 24, 2), 4) // 6 shards, of one class each
+	spec := producertest.Shards(t, producertest.Folder(t, 24, 6), 4) // 6 shards, of one class each
 	_, bytes := producertest.ShardFiles(t, spec)
-	narrow := fmt.Sprint(2 * bytes / 6) // half of it holds a shard
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(spec), "*.tar"))
+	var largest int64
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			largest = max(largest, st.Size())
+		}
+	}
+	narrow := fmt.Sprint(5 * largest) // 4 of the largest, and a window of 2 shards
+	tiny := fmt.Sprint(2 * bytes / 6) // 2 shards: not 4 of them at a time
 	for _, tc := range []struct {
 		args       []string
 		kind, line string
 		reach      int // -1: any
 		warn       bool
 	}{
-		{[]string{"--shard-memory", narrow, "--shard-disk", "0"}, "piece window", "shuffle: a batch draws from a window of 1 of 6 pieces of 6 shards (about 4 of 24 samples); a batch of 4 holds ", 4, true},
+		{[]string{"--shard-memory", narrow, "--shard-disk", "0"}, "piece window", "shuffle: a batch draws from a window of 2 of 6 pieces of 6 shards (about 8 of 24 samples); a batch of 4 holds ", 8, true},
 		{[]string{"--shard-memory", narrow, "--shard-disk-dir", producertest.DiskDir(t)}, "piece window", "; a batch of 4 holds ", -1, false},
+		{[]string{"--shard-memory", tiny, "--shard-disk", "0"}, "uniform", "shards: read a sample at a time: the shard memory and disk (", 24, false},
 		{nil, "uniform", "shuffle: uniform over all 24 samples", 24, false},
 		{[]string{"--transform", "eval"}, "none", "shuffle: none (eval: the dataset's order)", 0, false},
 	} {

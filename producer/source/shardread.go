@@ -122,6 +122,20 @@ func (s *Shards) PlanEpoch(order, next []int) {
 	r.plan(order, next)
 }
 
+// ReadsWhole implements Sharded.
+func (s *Shards) ReadsWhole(i int) bool {
+	s.readerMu.Lock()
+	r := s.reader
+	s.readerMu.Unlock()
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := s.samples[i].piece
+	return int(p) < len(r.whole) && r.whole[p]
+}
+
 // retire adds a reader's counts to those of readers gone.
 func (s *Shards) retire(r *shardReader) {
 	s.wholeRequests += r.Requests.Load()

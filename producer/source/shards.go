@@ -369,8 +369,9 @@ func remoteSummary(where string, store *remote.Store) string {
 	}
 	if n, since, last := store.Waiting(); n > 0 {
 		waited := time.Since(since)
-		line += fmt.Sprintf("; waiting out the store's faults: %d requests, for %s of --s3-retry-for %s (last: %s)",
-			n, waited.Round(time.Second), store.RetryFor(), last)
+		left := max(store.RetryFor()-waited, 0)
+		line += fmt.Sprintf("; waiting out the store's faults: %d requests, for %s of --s3-retry-for %s, %s left (last: %s)",
+			n, waited.Round(time.Second), store.RetryFor(), left.Round(time.Second), last)
 	}
 	return line
 }

@@ -50,6 +50,9 @@ type Sharded interface {
 	Piece(i int) int
 	Pieces() int
 	ShuffleWindow() int
+	// ReadsWhole says whether the planned epoch reads sample i from its
+	// piece, read whole ahead: a fetcher leaves it to the source.
+	ReadsWhole(i int) bool
 	PlanEpoch(order, next []int)
 }
 

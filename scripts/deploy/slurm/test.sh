@@ -172,6 +172,32 @@ $(cat "$work/bad-$job.out")"
 no_leftovers "$job"
 echo "slurm test: a bad source: job $job FAILED in $(awk "BEGIN { printf \"%.1f\", $end - $start }") s, with tsock's message, no mount left"
 
+# 2b. A tsock that is not ready in TSOCK_READY_WAIT (its source, a store
+# that accepts connections and never answers, keeps it indexing) is
+# stopped on every node, and the job fails then, not at its time limit.
+python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+print(s.getsockname()[1], flush=True)
+held = []
+while True: held.append(s.accept()[0])
+' >"$work/silent.port" &
+silent=$!
+for _ in $(seq 100); do [[ -s $work/silent.port ]] && break; sleep 0.1; done
+start=$(date +%s.%N)
+job=$(SOURCE='s3://data/train-{0..3}.tar' TRIALS_PER_NODE=1 TRIAL_GPUS=0 TSOCK_CACHE=0 TSOCK_READY_WAIT=3 \
+	TSOCK_ARGS="--s3-endpoint http://127.0.0.1:$(cat "$work/silent.port") --shard-index none" AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s \
+	sbatch --parsable --nodes=2 --time=10 --output="$work/slow-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
+wait_done "$job"
+end=$(date +%s.%N)
+kill "$silent"; wait "$silent" 2>/dev/null || true
+[[ $(state "$job") == FAILED ]] || fail "a tsock never ready: job $job ended $(state "$job"), want FAILED: $(cat "$work/slow-$job.out")"
+grep -q "not ready after 3 s (TSOCK_READY_WAIT): stopping it" "$work/slow-$job.out" || fail "a tsock never ready: the job does not say so:
+$(cat "$work/slow-$job.out")"
+for _ in $(seq 100); do compgen -G "/dev/shm/tsock-$job.*" >/dev/null || break; sleep 0.1; done
+(no_leftovers "$job") || fail "a tsock never ready: $(cat "$work/slow-$job.out")"
+echo "slurm test: a tsock never ready: job $job FAILED in $(awk "BEGIN { printf \"%.1f\", $end - $start }") s (TSOCK_READY_WAIT=3), tsock stopped on both nodes, no mount left"
+
 # 3. scancel while the trials run: no mount, no mountpoint left.
 cat >"$work/submit/train.py" <<'PY'
 import time
