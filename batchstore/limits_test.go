@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tsock/tsock/batchstore/waittest"
 )
 
 // TestIntegersAtTheirLimits: batch sizes near 2^63 are refused, not
@@ -57,16 +59,30 @@ func TestBatchSizeFitsTheGPUSlabs(t *testing.T) {
 }
 
 // TestWatchTakesAnyTimeout: a timeout of a few nanoseconds is a tick of
-// zero, which time.NewTicker refuses with a panic.
+// zero, which time.NewTicker refuses with a panic: Watch ticks at least a
+// millisecond apart instead, and does its work: a consumer that holds a
+// full buffer with no open file and no progress is evicted, and the
+// producer waiting for room goes on.
 func TestWatchTakesAnyTimeout(t *testing.T) {
 	for _, d := range []time.Duration{1, 3, 7} {
-		s := New(Config{Limit: 1 << 20})
+		s, room := fullBuffer(t) // "b" holds it back, with no open file
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			s.Watch(ctx, Eviction{Timeout: d})
+			s.Watch(ctx, Eviction{Timeout: d, Straggler: Block})
 		}()
+		select {
+		case err := <-room:
+			if err != nil {
+				t.Fatalf("timeout %v: the producer's wait ended in %v", d, err)
+			}
+		case <-time.After(waittest.Limit):
+			t.Fatalf("timeout %v: the stuck consumer still holds the buffer after %v", d, waittest.Limit)
+		}
+		if cs, err := s.ConsumerSnapshot("b"); err != nil || cs.Evicted == "" {
+			t.Fatalf("timeout %v: the stuck consumer was not evicted: %+v, %v", d, cs, err)
+		}
 		cancel()
 		<-done
 	}

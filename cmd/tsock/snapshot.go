@@ -14,7 +14,9 @@ import (
 // mountSnapshot is everything the mount's views say, gathered once per
 // request: MOUNTPOINT/status (text), status.json (and the HTTP one) and
 // metrics (Prometheus) each render one, so the three never disagree and
-// no counter is read twice for one answer. What is fixed for the mount's
+// no counter is read twice for one answer (but the object store's: its
+// status line, made by the source, reads them a moment before the
+// numbers beside it). What is fixed for the mount's
 // life (flags, the source's size) is read from the command itself.
 type mountSnapshot struct {
 	store                      batchstore.Snapshot

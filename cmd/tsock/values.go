@@ -25,7 +25,7 @@ func refuse(format string, args ...any) error { return flagValueError{fmt.Errorf
 // no arithmetic on it overflows.
 const maxSize = 1 << 50
 
-// sizeValue is a byte count: "4GiB", "512MB", "1e9"; 0 in any unit ("0",
+// sizeValue is a byte count: "4GiB", "512MB", "1000000000"; 0 in any unit ("0",
 // "0B", "0MiB") means off where the flag allows it (zeroOK).
 type sizeValue struct {
 	name   string

@@ -48,7 +48,9 @@ type s3Shards struct {
 
 // OpenS3Shards indexes the shards that spec (s3://BUCKET/KEYS.tar, KEYS
 // with braces and globs) names: each shard is read once, whole, as one
-// stream, 16 at a time; each image is then one ranged GET. ctx bounds
+// stream, 16 at a time (or its index is taken from the index file); each
+// epoch then reads the shards in pieces, a GET a piece (shardread.go),
+// and samples of pieces not read whole by a ranged GET each. ctx bounds
 // the indexing; each read takes its own.
 func OpenS3Shards(ctx context.Context, spec string, store *remote.Store, opts Options) (*Shards, error) {
 	bucket, keys, err := ParseS3Spec(spec)
@@ -138,7 +140,7 @@ func (f s3Shards) readAt(ctx context.Context, key, etag string, p []byte, off in
 	return err
 }
 
-// Describe names where the shards are, for status.
+// String names where the shards are, for status.
 func (f s3Shards) String() string {
 	return fmt.Sprintf("%s, bucket %s", f.store.Endpoint(), f.bucket)
 }

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
 	"github.com/tsock/tsock/producer/source/remote/s3test"
@@ -132,7 +132,7 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { held, _, reading, _ := shards.Held(); return held == 2 && reading == 0 }, "the next epoch's first 2 shards held")
+	waittest.Until(t, "the next epoch's first 2 shards held", func() bool { held, _, reading, _ := shards.Held(); return held == 2 && reading == 0 })
 	before := len(proxy.Log())
 	shards.PlanEpoch(second, nil)
 	for _, i := range second[:2*perShard] {
@@ -165,7 +165,7 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { held, _, reading, _ := shards.Held(); return held == 2 && reading == 0 }, "the guessed epoch's first 2 shards held")
+	waittest.Until(t, "the guessed epoch's first 2 shards held", func() bool { held, _, reading, _ := shards.Held(); return held == 2 && reading == 0 })
 	other := slices.Clone(third)
 	slices.Reverse(other)
 	shards.PlanEpoch(other, nil)
@@ -176,18 +176,6 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 		if b, err := shards.Encoded(context.Background(), i, &scratch); err != nil || len(b) == 0 {
 			t.Fatalf("sample %d of the epoch that began otherwise: %v", i, err)
 		}
-	}
-}
-
-// waitFor waits until cond holds, failing the test after 10 s with what
-// was awaited.
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -21,10 +21,13 @@ import (
 	"github.com/tsock/tsock/producer/source/wds"
 )
 
-// Shards is a dataset of WebDataset tar shards on a local disk: a
-// sample's index is its position in shard order, then member order.
-// Each shard is indexed once at open (a pass over its headers); a sample
-// is then read alone, by a ranged read of its image member.
+// Shards is a dataset of WebDataset tar shards on a local disk or in an
+// object store: a sample's index is its position in shard order, then
+// member order. Each shard is indexed once at open (a pass over its
+// headers, or the index file); each epoch then reads them in pieces, a
+// read a piece, held in the shard memory and disk (shardpieces.go,
+// shardread.go), and a sample of a piece not read whole alone, by a
+// ranged read of its image member.
 type Shards struct {
 	spec  string
 	files shardFiles

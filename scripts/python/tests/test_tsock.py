@@ -676,6 +676,74 @@ class IngestTest(unittest.TestCase):
         loader.close()
         c.close()
 
+    def test_ragged_bfloat16_stays_bfloat16(self):
+        """A ragged list of bfloat16 tensors is published as BF16 (it was
+        I16: its 16-bit integer view), read back as bfloat16; a ragged list
+        of several dtypes is refused with its name."""
+        import torch
+
+        from tsock.batchfile import flatten
+
+        w = [torch.tensor([1.5, 2.5], dtype=torch.bfloat16), torch.tensor([3.0], dtype=torch.bfloat16)]
+        tensors, _ = flatten({"w": w})
+        self.assertEqual([(n, d) for n, _, d in tensors], [("w", "BF16"), ("w.offsets", "I64")])
+        with self.assertRaisesRegex(tsock.TsockError, "w: a ragged list of arrays of several dtypes"):
+            flatten({"w": [w[0], torch.tensor([1], dtype=torch.int16)]})
+        m = Mount(self, "--ingest", "--batch-size", "2", "--buffer", "1MiB")
+        loader = tsock.torch_loader(m.dir, batch_size=2)
+        tsock.serve_iterable(m.dir, [{"w": w}], epochs=1)
+        (got,) = list(loader)
+        self.assertEqual(got["w"].values.dtype, torch.bfloat16)
+        self.assertEqual(got["w"].values.float().tolist(), [1.5, 2.5, 3.0])
+        loader.close()
+
+    def test_serve_iterable_without_an_end(self):
+        """epochs=None, which the signature allows, serves epoch after epoch
+        until the mount stops (it raised TypeError)."""
+        import tsock.ingest as ingest
+
+        published = []
+
+        class Stops:  # a mount that stops after 7 batches
+            def __init__(self, mount):
+                pass
+
+            def publish(self, batch, epoch=0, last=False):
+                if len(published) == 7:
+                    raise tsock.MountClosed("the mount stopped")
+                published.append(epoch)
+
+        real, ingest.Producer = ingest.Producer, Stops
+        try:
+            tsock.serve_iterable("/nowhere", [{"x": np.zeros(2)}, {"x": np.ones(2)}], epochs=None)
+        finally:
+            ingest.Producer = real
+        self.assertEqual(published, [0, 0, 1, 1, 2, 2, 3])
+
+    def test_torch_loader_leaves_the_warning_filters(self):
+        """A torch loader reads the mapped, read-only batches without torch's
+        warning, and leaves the process's warning filters as they were."""
+        import warnings
+
+        import torch
+
+        from tsock.loader import TorchLoader
+
+        class Stub:
+            name = "stub"
+
+            def epochs(self):
+                return iter(())
+
+        before = list(warnings.filters)
+        loader = TorchLoader(Stub(), "cpu", None, None, torch.float32)
+        a = np.frombuffer(bytes(8), np.uint8)  # read-only, as a mapped batch
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            loader._tensor(a)
+        self.assertEqual(list(warnings.filters), before)
+        self.assertEqual([str(w.message) for w in seen], [])
+
     def test_serve_ends_when_the_mount_is_unmounted(self):
         """serve returns when the mount stops, as documented: an ENOENT of
         ingest/ under a mount that is gone is the mount closing, not an

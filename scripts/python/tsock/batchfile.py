@@ -156,11 +156,18 @@ def flatten(batch: Any) -> Tuple[List[Tuple[str, np.ndarray, str]], Dict[str, An
     tensors = []
     for name, v in items:
         if isinstance(v, (list, tuple)):
-            parts = [_array(x)[0] for x in v]
+            arrays = [_array(x) for x in v]
+            parts = [a for a, _ in arrays]
+            kinds = sorted({d for _, d in arrays})
+            if len(kinds) > 1:
+                raise TsockError(f"publish: {name}: a ragged list of arrays of several dtypes ({', '.join(kinds)})")
             offsets = np.zeros(len(parts) + 1, np.int64)
             offsets[1:] = np.cumsum([len(x) for x in parts])
             values = np.concatenate(parts) if parts else np.zeros(0, np.float32)
-            tensors += [(name, values, NAMES.get(values.dtype)), (name + ".offsets", offsets, "I64")]
+            # The parts' own dtype: BF16 travels as 16-bit integers, which
+            # numpy would name I16.
+            dtype = kinds[0] if kinds else "F32"
+            tensors += [(name, values, dtype), (name + ".offsets", offsets, "I64")]
         else:
             a, dtype = _array(v)
             tensors.append((name, a, dtype))

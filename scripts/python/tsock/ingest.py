@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -174,11 +175,12 @@ def _collate(items: List[Tuple[int, Any]], collate: Callable[[List[Any]], Any]) 
 def serve_iterable(mount: Path, iterable: Iterable[Any], epochs: Optional[int] = 1) -> None:
     """Shares any iterable of batches (an existing DataLoader, a JAX or TF
     pipeline yielding numpy) through a mount made with `tsock mount
-    --ingest` (unordered mode): `epochs` passes over it, each marked as
-    one epoch for the consumers. Returns early if the mount stops."""
+    --ingest` (unordered mode): `epochs` passes over it (None: for as long
+    as the mount serves), each marked as one epoch for the consumers.
+    Returns early if the mount stops."""
     p = Producer(mount)
     try:
-        for epoch in range(epochs):
+        for epoch in itertools.count() if epochs is None else range(epochs):
             prev = None
             for batch in iterable:
                 if prev is not None:

@@ -1,6 +1,7 @@
 """PyTorch: a drop-in for a DataLoader over a mount, and k-fold pairs."""
 from __future__ import annotations
 
+import warnings
 from typing import Any, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
@@ -55,11 +56,14 @@ class TorchLoader:
         self.mean = self._channels(mean)
         self.std = self._channels(std)
         self._epochs = consumer.epochs()
-        if self.dtype is not None:
-            # The uint8 view of a read-only mapping is only ever read here.
-            import warnings
 
+    def _from_numpy(self, a: np.ndarray) -> Any:
+        """A tensor over a (read-only: a view of the mapped batch, only ever
+        read here), without torch's warning that it is not writable; the
+        process's warning filters are left as they were."""
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+            return self.torch.from_numpy(a)
 
     def _channels(self, v: Optional[Sequence[float]]) -> Any:
         if v is None:
@@ -82,7 +86,7 @@ class TorchLoader:
         if not isinstance(batch, Batch) or STRUCTURE in batch.meta or "images" not in batch:
             return self._structure(batch)
         torch = self.torch
-        images = torch.from_numpy(batch["images"])
+        images = self._from_numpy(batch["images"])
         if batch.meta.get("layout") == "nhwc":
             images = images.permute(0, 3, 1, 2)
         images = images.to(self.device, non_blocking=True)
@@ -92,7 +96,7 @@ class TorchLoader:
                 images.sub_(self.mean)
             if self.std is not None:
                 images.div_(self.std)
-        labels = torch.from_numpy(batch["labels"]).to(self.device, non_blocking=True)
+        labels = self._from_numpy(batch["labels"]).to(self.device, non_blocking=True)
         return images, labels
 
     def _structure(self, value: Any) -> Any:
@@ -106,9 +110,9 @@ class TorchLoader:
         if isinstance(a, Ragged):
             return Ragged(self._tensor(a.values), self._tensor(a.offsets))
         if a.dtype == np.uint16:  # only BF16 arrives as uint16 (U16 is not a tsock dtype)
-            t = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+            t = self._from_numpy(a.view(np.int16)).view(torch.bfloat16)
         else:
-            t = torch.from_numpy(a)
+            t = self._from_numpy(a)
         return t.to(self.device, non_blocking=True)
 
     @property
