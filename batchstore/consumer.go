@@ -23,8 +23,8 @@ type epochMark struct {
 	// its order holds no other sample (nil: it holds all).
 	wanted *Subset
 	// drops are the positions the producer passed over since no decided
-	// consumer reading the epoch wanted their samples (Keep), in order;
-	// decided is the position below which Keep has ruled on every one.
+	// consumer reading the epoch wanted their samples (Wants), in order;
+	// decided is the position below which Wants has ruled on every one.
 	drops   []drop
 	decided int
 }

@@ -73,4 +73,13 @@
 // kernel's thread id of the request) so that an open of a batch inode that
 // several consumer directories share can be charged to the consumer whose
 // directory that thread just looked the name up in.
+//
+// What crosses its border: in, from a producer (the built-in pipeline or
+// package ingest), Reserve/Publish of a batch's Blob with its Info, the
+// epoch plans (PlanEpoch), and the questions that make demand flow back
+// (WaitNeed, Wants, Needs: what to make next); from the file system (fs),
+// Join/Leave, SetBatchSize, subsets, Lookup and Open of a consumer's
+// batch, and the lease Release. Out: Refs and Leases over Blobs it never
+// reads, Snapshots for status, and errors the file system maps to errnos
+// (errors.go). It imports no FUSE, no decoder and no source.
 package batchstore

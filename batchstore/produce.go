@@ -277,8 +277,8 @@ func (s *Store) PlanEpoch(e int, plan Plan) {
 // now and from their next epochs; nil (everything) if one has none, or
 // none is decided. Callers hold s.mu.
 func (s *Store) wanted() *Subset {
-	u, any := s.wantedBy(func(*consumer) bool { return true })
-	if !any {
+	u, some := s.wantedBy(func(*consumer) bool { return true })
+	if !some {
 		return nil
 	}
 	return u

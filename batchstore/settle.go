@@ -15,19 +15,19 @@ import (
 // consumer reading its epoch wanted the sample there.
 type drop struct{ pos, index int32 }
 
-// Keep says whether the producer makes the sample index at order position
+// Wants says whether the producer makes the sample index at order position
 // pos of epoch e: some decided consumer that reads e wants it, or none is
 // decided (a mount fills its buffer before anyone joins). A sample passed
 // over is recorded: a consumer whose subset holds it is not placed where
 // it would have read it.
-func (s *Store) Keep(e, pos, index int) bool {
+func (s *Store) Wants(e, pos, index int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.keeping = true
+	s.deciding = true
 	m := s.mark(e)
 	m.decided = max(m.decided, pos+1)
-	w, any := s.keepCache(e)
-	if !any || w == nil || w.Has(index) {
+	w, some := s.wantCache(e)
+	if !some || w == nil || w.Has(index) {
 		return true
 	}
 	m.drops = append(m.drops, drop{int32(pos), int32(index)})
@@ -38,26 +38,26 @@ func (s *Store) Keep(e, pos, index int) bool {
 // position pos: the positions the producer did not pass over. A split's
 // boundary is an order position; the samples published before it are
 // fewer by what was passed over, which may be anyone's samples (another
-// consumer left after the plan). Known once Keep has ruled on every
-// position below pos; a producer that never asks Keep (an outside one)
+// consumer left after the plan). Known once Wants has ruled on every
+// position below pos; a producer that never asks Wants (an outside one)
 // passes over nothing. Callers hold s.mu.
 func (s *Store) samplesBefore(m *epochMark, pos int) (int, bool) {
-	if s.keeping && m.decided < pos {
+	if s.deciding && m.decided < pos {
 		return 0, false
 	}
 	passed := sort.Search(len(m.drops), func(k int) bool { return int(m.drops[k].pos) >= pos })
 	return pos - passed, true
 }
 
-// keepCache is wantedIn(e), kept until the consumers' wants change: the
+// wantCache is wantedIn(e), kept until the consumers' wants change: the
 // producer asks for every sample. Callers hold s.mu.
-func (s *Store) keepCache(e int) (*Subset, bool) {
-	k := &s.keep
+func (s *Store) wantCache(e int) (*Subset, bool) {
+	k := &s.wants
 	if !k.valid || k.epoch != e || k.gen != s.wantGen {
-		k.sub, k.any = s.wantedIn(e)
+		k.sub, k.some = s.wantedIn(e)
 		k.epoch, k.gen, k.valid = e, s.wantGen, true
 	}
-	return k.sub, k.any
+	return k.sub, k.some
 }
 
 // wantsChanged says a consumer joined, left, decided, moved or changed
@@ -85,12 +85,12 @@ func (s *Store) holdsBack(c *consumer) bool {
 // s.mu.
 func (s *Store) wantedBy(in func(*consumer) bool) (*Subset, bool) {
 	u := &Subset{form: "none"}
-	any := false
+	some := false
 	for _, c := range s.consumers {
 		if !s.holdsBack(c) {
 			continue
 		}
-		any = true
+		some = true
 		if !in(c) {
 			continue
 		}
@@ -98,7 +98,7 @@ func (s *Store) wantedBy(in func(*consumer) bool) (*Subset, bool) {
 			return nil, true
 		}
 	}
-	return u, any
+	return u, some
 }
 
 // settle places c, which has not read yet, where it can read its subset
@@ -227,8 +227,8 @@ func (s *Store) firstBatchFits(c *consumer) bool {
 			}
 		}
 	}
-	w, any := s.wantedIn(c.joinEpoch)
-	if !any {
+	w, some := s.wantedIn(c.joinEpoch)
+	if !some {
 		w = nil // all is made
 	}
 	return walked+s.spans(c.batchSize-found, c.subset, s.sizeOf(union(w, c.subset))) <= capacity
@@ -251,9 +251,9 @@ func (s *Store) combinedNeed(c *consumer, sub *Subset) error {
 	if capacity == 0 {
 		return nil
 	}
-	others, any := s.wantedBy(func(o *consumer) bool { return o != c })
+	others, some := s.wantedBy(func(o *consumer) bool { return o != c })
 	all := sub
-	if any {
+	if some {
 		all = union(others, sub)
 	}
 	wanted := s.sizeOf(all)

@@ -40,22 +40,22 @@ func TestUndecidedConsumersHoldNoPlanBack(t *testing.T) {
 	s := New(Config{Limit: 1000, BatchSize: 4, Samples: n, SizeOf: func(k int) int64 { return int64(10 * k) }})
 	defer s.Close()
 	s.PlanEpoch(0, func(in map[int]int, _ func(int) bool) map[int]int { return in })
-	if !s.Keep(0, 0, 7) {
+	if !s.Wants(0, 0, 7) {
 		t.Error("with nobody joined, the buffer fills with everything")
 	}
 	mustJoin(t, s, "undecided")
 	mustJoin(t, s, "even")
 	even := subsetOf(t, "even", n, func(i int) bool { return i%2 == 0 })
-	if !s.Keep(0, 1, 9) {
+	if !s.Wants(0, 1, 9) {
 		t.Error("with nobody decided, everything is made")
 	}
 	if err := s.SetSubset("even", even); err != nil {
 		t.Fatal(err)
 	}
-	if s.Keep(0, 2, 11) {
+	if s.Wants(0, 2, 11) {
 		t.Error("sample 11 made: only an undecided consumer could want it")
 	}
-	if !s.Keep(0, 3, 12) {
+	if !s.Wants(0, 3, 12) {
 		t.Error("sample 12 passed over: a decided consumer wants it")
 	}
 	// "odd" wants 11, passed over in epoch 0: it starts in epoch 1.
@@ -74,10 +74,10 @@ func TestUndecidedConsumersHoldNoPlanBack(t *testing.T) {
 	if cs, _ := s.ConsumerSnapshot("evens-too"); cs.JoinedEpoch != 0 {
 		t.Errorf("evens-too starts in producer epoch %d, want 0", cs.JoinedEpoch)
 	}
-	if s.Keep(0, 4, 13) {
+	if s.Wants(0, 4, 13) {
 		t.Error("sample 13 made in epoch 0, which no consumer of odds reads")
 	}
-	if !s.Keep(1, 0, 13) {
+	if !s.Wants(1, 0, 13) {
 		t.Error("sample 13 passed over in epoch 1, which odd reads")
 	}
 	// The undecided one, reading now, wants everything: epoch 0 passed
@@ -186,7 +186,7 @@ func TestAStitchedEpochEndsAtItsSamplesNotItsPositions(t *testing.T) {
 	}
 	keepAll := func(e, from int, idx ...int) {
 		for k, x := range idx {
-			if !s.Keep(e, from+k, x) {
+			if !s.Wants(e, from+k, x) {
 				t.Fatalf("epoch %d: sample %d passed over", e, x)
 			}
 		}
@@ -225,7 +225,7 @@ func TestAStitchedEpochEndsAtItsSamplesNotItsPositions(t *testing.T) {
 	var made []int32
 	var at []int
 	for pos, x := range order {
-		if s.Keep(1, pos, x) {
+		if s.Wants(1, pos, x) {
 			made, at = append(made, int32(x)), append(at, pos)
 		}
 	}

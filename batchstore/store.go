@@ -87,7 +87,7 @@ type Store struct {
 	held      map[uint64]*batch
 	epochs    map[int]*epochMark
 	planned   int  // the latest producer epoch whose order is fixed, -1 before any
-	keeping   bool // the producer asks Keep of each position (the built-in one does)
+	deciding  bool // the producer asks Wants of each position (the built-in one does)
 	splits    map[int]*split
 	nextID    int
 	consumers map[string]*consumer
@@ -96,17 +96,17 @@ type Store struct {
 	start     time.Time
 	unwatched time.Time // since when no consumer is active; zero while one is
 	wantGen   uint64    // bumped when the consumers' wants change (settle.go)
-	keep      keepCache
+	wants     wantsCache
 }
 
-// keepCache is what the decided consumers of one epoch want, as of
+// wantsCache is what the decided consumers of one epoch want, as of
 // wantGen.
-type keepCache struct {
+type wantsCache struct {
 	valid bool
 	epoch int
 	gen   uint64
 	sub   *Subset
-	any   bool
+	some  bool
 }
 
 type storeStats struct {

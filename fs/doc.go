@@ -53,4 +53,11 @@
 //     ready; it is unmounted before the real mount.
 //   - A mountpoint that is a symbolic link is refused: a daemon running
 //     as root never mounts through a link planted in a shared directory.
+//
+// What crosses its border: in, the kernel's FUSE requests (through
+// go-fuse, imported as fusefs) and Options' renderers (status, state,
+// metrics, status.json: the command's); out, calls on batchstore (Join,
+// Lookup, Open, Release, control writes) and on package ingest's Writer
+// for ingest/, with each store error mapped to one errno (errno()). It
+// decides nothing the store does not.
 package fs

@@ -206,6 +206,9 @@ func (m *Mounted) Unmount() error {
 	// a pending lookup holds; with the store shut down (callers do that
 	// first) lookups return at once, and no notify may race the unmount.
 	m.fs.forget.close()
+	// The invalidations under way end once the kernel has answered, or the
+	// mount is gone: waited for, whatever way the unmount goes.
+	defer m.fs.notifies.Wait()
 	if still, err := isMountPoint(m.Dir); err == nil && !still {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/fs/fusetest"
 )
@@ -161,10 +162,10 @@ func TestNothingIsServedBeforeServing(t *testing.T) {
 	var set atomic.Bool
 	stop := make(chan struct{})
 	seen := make(chan string, 1)
-	go func() { // polls as a script waiting for the mount does
+	go func() { // polls as a script waiting for the mount does, until stopped (or for the wait's bound)
 		early := ""
 		defer func() { seen <- early }()
-		for {
+		for deadline := time.Now().Add(waittest.Limit); time.Now().Before(deadline); {
 			select {
 			case <-stop:
 				return
@@ -198,11 +199,10 @@ func TestNothingIsServedBeforeServing(t *testing.T) {
 		}
 		store.Close()
 	}()
-	for { // until the poller has read status once the mount is ready
-		if data, err := os.ReadFile(filepath.Join(dir, "status")); err == nil && string(data) == "ready\n" {
-			break
-		}
-	}
+	waittest.Until(t, "status reads ready", func() bool { // the poller has read status meanwhile
+		data, err := os.ReadFile(filepath.Join(dir, "status"))
+		return err == nil && string(data) == "ready\n"
+	})
 	close(stop)
 	if early := <-seen; early != "" {
 		t.Fatalf("a reader got %q", early)

@@ -79,7 +79,7 @@ var _ = (fusefs.FileReleaser)((*rebatchedHandle)(nil))
 func (h *rebatchedHandle) Release(ctx context.Context) syscall.Errno {
 	h.batchHandle.Release(ctx)
 	// Asynchronously: the kernel must not wait on us while it invalidates.
-	go h.file.NotifyContent(0, 0)
+	h.file.fs.notifies.Go(func() { h.file.NotifyContent(0, 0) })
 	return 0
 }
 

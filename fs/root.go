@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -94,6 +95,10 @@ type fileSystem struct {
 	root  *root
 	// forget is told of every batch a consumer released.
 	forget *forgetter
+	// notifies are the content invalidations of released re-batched files
+	// under way (asynchronous: the kernel must not wait on us while it
+	// invalidates); Mounted.Unmount waits for them.
+	notifies sync.WaitGroup
 	// ready is closed once Mount (and its caller's Serving) are done.
 	ready chan struct{}
 	// subsetBytes is what subset lists being written hold, all of them:

@@ -21,4 +21,9 @@
 //
 // gputest holds an in-process fake Driver and a fake libcuda.so built by
 // the tests with gcc.
+//
+// What crosses its border: in, a device spec (cuda:N, GPU-UUID) and host
+// bytes to upload; out, slabs and their IPC handle (a consumer's .cuda
+// file), DeviceInfo and per-process memory for status. No other package
+// calls the driver or NVML.
 package gpu

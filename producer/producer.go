@@ -243,22 +243,22 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 		asked := 0 // order positions asked of the fetcher
 		// Whether a position is made is decided once, when it is asked
 		// ahead or else dispatched: a sample fetched is made.
-		kept := map[int]bool{}
-		keep := func(pos int) bool {
-			k, ok := kept[pos]
+		decided := map[int]bool{} // positions asked ahead: whether they are made
+		wants := func(pos int) bool {
+			w, ok := decided[pos]
 			if ok {
-				delete(kept, pos)
-				return k
+				delete(decided, pos)
+				return w
 			}
-			return p.store.Keep(epoch, pos, order[pos])
+			return p.store.Wants(epoch, pos, order[pos])
 		}
 		for pos, index := range order {
 			if err := p.store.WaitNeed(ctx, epoch, pos); err != nil {
 				return err
 			}
 			for ; p.fetch != nil && asked < min(len(order), pos+p.fetch.window()); asked++ {
-				k := p.store.Keep(epoch, asked, order[asked])
-				if kept[asked] = k; !k {
+				w := p.store.Wants(epoch, asked, order[asked])
+				if decided[asked] = w; !w {
 					continue
 				}
 				if err := p.fetch.ahead(ctx, order[asked]); err != nil {
@@ -267,7 +267,7 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 			}
 			last := pos == len(order)-1
 			t := &task{seq: seq, epoch: epoch, index: index, pos: pos, epochLen: len(order), last: last}
-			if !keep(pos) {
+			if !wants(pos) {
 				// No decided consumer reading this epoch wants it. Only
 				// an epoch's last position goes on, to end the epoch.
 				p.stats.passedOver()

@@ -7,9 +7,12 @@
 // the .cuda control files describe the same tensors on a GPU slab.
 //
 // What crosses its border: in, a batch's bytes (or a Blob of them) and
-// the store's Refs; out, parsed Headers, composed files and their sizes.
-// It knows nothing of images or decoding (ParseBatch reads the built-in
-// pipeline's labels, indices and images back, for tests and tools).
+// the store's Refs; out, parsed Headers, composed files and their sizes;
+// and, in GPU mode, a Blob's upload to a gpu.Pool slab and the .cuda
+// files that describe it. It decodes nothing, but it owns the built-in
+// pipeline's image tensor layout (Layout: uint8, NCHW or NHWC, and its
+// Meta), which ParseBatch reads back with the labels and indices, for
+// tests and tools.
 //
 // A batch of B samples is any set of named tensors of the dtypes in
 // Dtypes whose first dimension is B. A tensor x whose samples vary in

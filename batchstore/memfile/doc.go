@@ -12,4 +12,9 @@
 // through a descriptor of its root. Either way the memory is freed when
 // the last descriptor closes, so a crashed daemon leaves nothing behind:
 // no file, no mount.
+//
+// What crosses its border: in, sizes to allocate; out, Files (a
+// descriptor, a shared mapping to write once, Free) that batchstore
+// publishes as Blobs and fs hands the kernel for passthrough. It knows
+// nothing of batches' contents.
 package memfile

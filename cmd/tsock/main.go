@@ -1,10 +1,3 @@
-// Command tsock runs one shared image-preprocessing pipeline and serves
-// its batches to every training on the machine as files.
-//
-//	tsock mount MOUNTPOINT --source DIR [flags]
-//	tsock status MOUNTPOINT [--watch] [--json]
-//	tsock gendata DIR [flags]
-//	tsock version
 package main
 
 import (

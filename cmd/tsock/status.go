@@ -304,7 +304,7 @@ func shardsLine(sh *source.ShardStats) string {
 	if sh.Alone != "" {
 		return "shards: read a sample at a time: " + sh.Alone + "\n"
 	}
-	line := fmt.Sprintf("shards: read in %d pieces of %s; %d held (%s of %s shard memory and %s shard disk, %s of it in use), %d being read; %d read (%s); next epochs' first pieces: %d found held, %d read ahead in vain",
+	line := fmt.Sprintf("shards: read in %d pieces of %s; %d held (%s of %s shard memory and %s shard disk, %s of it in use), %d being read; %d read (%s); next epochs' first pieces: %d carried, %d read ahead in vain",
 		sh.Pieces, humanize.IBytes(uint64(sh.PieceBytes)), sh.Held, humanize.IBytes(uint64(sh.HeldBytes)), humanize.IBytes(uint64(sh.Memory)),
 		humanize.IBytes(uint64(sh.Disk)), humanize.IBytes(uint64(sh.DiskMapped)), sh.Reading, sh.Reads,
 		humanize.IBytes(uint64(sh.ReadBytes)), sh.Carried, sh.Wasted)

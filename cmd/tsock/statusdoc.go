@@ -95,7 +95,7 @@ type remoteDoc struct {
 
 // shardsDoc is piece reading: the shard memory and disk, the pieces (a
 // shard whole, or a part of one) it holds, what was read, and the next
-// epochs' first pieces found held or read ahead in vain.
+// epochs' first pieces carried (found held) or read ahead in vain.
 type shardsDoc struct {
 	Memory     int64  `json:"memory"`
 	Alone      string `json:"alone,omitempty"` // why every sample is read alone (a ranged read each); absent where pieces are read

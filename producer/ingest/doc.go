@@ -35,4 +35,10 @@
 //   - Every published batch has the first one's tensors (names, dtypes,
 //     dimensions after the first, raggedness), so that any run of
 //     samples can be cut into a consumer's own batch.
+//
+// What crosses its border: in, from fs, a writer's Create, WriteAt,
+// Truncate, Close and Release, and writes of the control files (next,
+// samples, skip); out, batches published into batchstore (their Blobs in
+// memfile's files, uploaded by gpu in GPU mode), the order (from the
+// store's stitching) and Stats for status.
 package ingest

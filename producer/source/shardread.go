@@ -63,9 +63,10 @@ type shardReader struct {
 
 	// Requests and Bytes count whole-shard reads, for status and tests.
 	Requests, Bytes atomic.Int64
-	// Kept counts shards a new plan found held and kept (read ahead for
-	// it, or left from the epoch before); Wasted, those it dropped unused.
-	Kept, Wasted atomic.Int64
+	// Carried counts pieces a new plan found held and kept (read ahead
+	// for it, or left from the epoch before); Wasted, those it dropped
+	// unused.
+	Carried, Wasted atomic.Int64
 	// Unroomed counts pieces not read for want of room (the shard disk
 	// full): their samples were read alone.
 	Unroomed atomic.Int64
@@ -140,7 +141,7 @@ func (s *Shards) ReadsWhole(i int) bool {
 func (s *Shards) retire(r *shardReader) {
 	s.wholeRequests += r.Requests.Load()
 	s.wholeBytes += r.Bytes.Load()
-	s.carriedKept += r.Kept.Load()
+	s.carried += r.Carried.Load()
 	s.carriedWasted += r.Wasted.Load()
 }
 
@@ -201,7 +202,7 @@ func (r *shardReader) plan(order, next []int) {
 			}
 			r.dropLocked(sh, w)
 		} else {
-			r.Kept.Add(1)
+			r.Carried.Add(1)
 		}
 	}
 	// Half the budget: the other half holds this epoch's last shards

@@ -92,7 +92,7 @@ func TestWholeShardsAreReadOncePerEpoch(t *testing.T) {
 		}
 		kept, wasted := opened.(*source.Shards).Carried()
 		if !fits && (kept != 2*(epochs-1) || wasted != 0) {
-			t.Fatalf("streaming: %d shards found held by the later epochs' plans (want the 2 each begins with, read ahead or kept), %d read ahead in vain (want 0: no consumer joined)", kept, wasted)
+			t.Fatalf("streaming: %d shards carried by the later epochs' plans (want the 2 each begins with, read ahead or kept), %d read ahead in vain (want 0: no consumer joined)", kept, wasted)
 		}
 		if int64(len(gets)) != requests || requests < least || requests > most || (fits && bytes != shardBytes) {
 			t.Fatalf("%s: %d epochs of %d shards (%d bytes): %d requests (%d whole, %d bytes), want %d to %d; the proxy saw:\n%s",
@@ -153,7 +153,7 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 		}
 	}
 	if kept, wasted := shards.Carried(); kept != 2 || wasted != 0 {
-		t.Fatalf("%d shards found held, %d read ahead in vain; want 2 and 0", kept, wasted)
+		t.Fatalf("%d shards carried, %d read ahead in vain; want 2 and 0", kept, wasted)
 	}
 
 	// A guess gone wrong (the next epoch stitched for a joiner, say): what

@@ -57,12 +57,12 @@ type Shards struct {
 	diskDir      string
 	index        string // what became of the index file, for status: "" without one
 
-	checks                     shardVersions   // this epoch's checks of shards' versions (shardversion.go)
-	ctx                        context.Context // the open's: it ends every check (a stopping daemon waits on none)
-	readerMu                   sync.Mutex
-	reader                     *shardReader // the planned epoch's, nil before any
-	wholeRequests, wholeBytes  int64        // of readers gone
-	carriedKept, carriedWasted int64        // likewise
+	checks                    shardVersions   // this epoch's checks of shards' versions (shardversion.go)
+	ctx                       context.Context // the open's: it ends every check (a stopping daemon waits on none)
+	readerMu                  sync.Mutex
+	reader                    *shardReader // the planned epoch's, nil before any
+	wholeRequests, wholeBytes int64        // of readers gone
+	carried, carriedWasted    int64        // likewise
 }
 
 // maxKeyBytes bounds a key as kept for messages: a PAX header may name a

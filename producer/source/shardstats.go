@@ -15,17 +15,18 @@ func (s *Shards) WholeReads() (requests, bytes int64) {
 	return requests, bytes
 }
 
-// Carried is how many shards new epochs found already held when they
-// were planned (read ahead for them, or kept from the epoch before), and
-// how many shards read ahead or kept for an epoch it did not begin with.
-func (s *Shards) Carried() (kept, wasted int64) {
+// Carried is how many pieces new epochs found already held when they
+// were planned (read ahead for them, or left from the epoch before), and
+// how many pieces were read ahead or left for an epoch that did not begin
+// with them.
+func (s *Shards) Carried() (carried, wasted int64) {
 	s.readerMu.Lock()
 	defer s.readerMu.Unlock()
-	kept, wasted = s.carriedKept, s.carriedWasted
+	carried, wasted = s.carried, s.carriedWasted
 	if s.reader != nil {
-		kept, wasted = kept+s.reader.Kept.Load(), wasted+s.reader.Wasted.Load()
+		carried, wasted = carried+s.reader.Carried.Load(), wasted+s.reader.Wasted.Load()
 	}
-	return kept, wasted
+	return carried, wasted
 }
 
 // ShardStats is what whole-shard reading did and holds, for status.

@@ -18,4 +18,11 @@
 //   - A run that stops (ctx) ends every wait and is no failure.
 //   - No secret reaches an error, a log line or Stats.
 //   - A read returns exactly the bytes asked for, or an error.
+//
+// What crosses its border: in, a Config (endpoint, timeout, --s3-retry-for)
+// and bucket/key requests from package source (ReadAt, Stream, Get, Stat,
+// List, Walk, Vanished); out, bytes, ObjectInfo (ETag, size), Stats and
+// the outage state (Waiting) for status, and errors a caller can tell
+// apart: ErrNotFound (a key), ErrChanged (a replaced object),
+// ErrUnavailable and ErrBucketGone (the store's state: StoreFault).
 package remote

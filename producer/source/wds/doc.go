@@ -20,4 +20,10 @@
 //     the samples found before it.
 //   - Every sample's image span lies inside the stream as indexed.
 //   - Expand never produces more than MaxShards names.
+//
+// What crosses its border: in, a reader over one shard's bytes (a local
+// file or an object store's stream: wds does no I/O of its own) and shard
+// patterns to Expand; out, samples (key, image span, label), skips, and a
+// Break saying where a stream ended early and whether the shard's own
+// bytes say so.
 package wds
