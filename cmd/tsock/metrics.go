@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -148,8 +149,8 @@ func bool01(b bool) float64 {
 // --metrics-listen: Prometheus scrapes a port, not a file in a mount.
 // It is bounded, and answers its scrapers whatever other clients do:
 // metricsLimits caps the connections it holds at once (a connection past
-// the cap is answered 503 at once and closed, never queued behind the
-// others), how long a request's headers may take (a second: a scraper
+// the cap is answered 503 once its request's head is in, and closed,
+// never queued behind the others), how long a request's headers may take (a second: a scraper
 // sends them at once, a slow client is cut off early), a request and an
 // idle keep-alive, and a request's headers' bytes, so that no client
 // (nor a few hundred) can pin its memory or its slots for long.
@@ -166,16 +167,22 @@ var metricsLimits = struct {
 }{conns: 256, header: time.Second, read: 2 * time.Second, write: 5 * time.Second, idle: 10 * time.Second, headerBytes: 8 << 10}
 
 // limitListener holds at most cap(slots) connections at once; one past
-// that is answered 503 and closed at once.
+// that is answered 503 and closed (refuse), never queued.
 type limitListener struct {
 	net.Listener
-	slots   chan struct{}
-	peak    atomic.Int64 // the most held at once, for tests
-	refused atomic.Int64 // connections answered 503 for want of a slot
+	slots    chan struct{}
+	refusing chan struct{}  // refusals under way (each reads its request: see refuse)
+	wg       sync.WaitGroup // the refusals' goroutines: run waits for them
+	peak     atomic.Int64   // the most held at once, for tests
+	refused  atomic.Int64   // connections answered 503 for want of a slot
 }
 
+// maxRefusing bounds the refusals under way; one past it is closed
+// without an answer.
+const maxRefusing = 512
+
 func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n)}
+	return &limitListener{Listener: l, slots: make(chan struct{}, n), refusing: make(chan struct{}, maxRefusing)}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -196,16 +203,49 @@ func (l *limitListener) Accept() (net.Conn, error) {
 // busy is the answer to a connection past the cap.
 const busy = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 36\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many connections: try again soon\n"
 
-// refuse answers c 503 and closes it, without reading its request: a
-// write of a few bytes to a new connection's empty buffer, bounded.
+// refuse answers c 503 and closes it, from a goroutine of its own (the
+// accept loop goes on at once), all within a second: the request's
+// head is read first (an answer before it is one to a request not yet
+// made, which an HTTP client drops with the connection), then the
+// answer, then what the client still sends is read until it closes
+// (closing with bytes unread would send a reset that can overtake the
+// answer).
 func (l *limitListener) refuse(c net.Conn) {
 	l.refused.Add(1)
-	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-	io.WriteString(c, busy)
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.CloseWrite() // the answer first; a reset could overtake it
+	select {
+	case l.refusing <- struct{}{}:
+	default:
+		c.Close()
+		return
 	}
-	c.Close()
+	l.wg.Go(func() {
+		defer func() { <-l.refusing }()
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Second))
+		if !readHead(c) {
+			return
+		}
+		io.WriteString(c, busy)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+		io.CopyBuffer(io.Discard, io.LimitReader(c, 64<<10), make([]byte, 512))
+	})
+}
+
+// readHead reads a request's head, up to its blank line, at most
+// metricsLimits.headerBytes; false if it never came.
+func readHead(c net.Conn) bool {
+	r := bufio.NewReaderSize(io.LimitReader(c, int64(metricsLimits.headerBytes)), 512)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return false
+		}
+		if line == "\r\n" || line == "\n" {
+			return true
+		}
+	}
 }
 
 // held counts c as holding a slot until it closes.
@@ -286,4 +326,5 @@ func (m *metricsServer) run(ctx context.Context) {
 	<-ctx.Done()
 	m.server.Close()
 	<-stopped
+	m.listener.wg.Wait() // the refusals end within their second
 }

@@ -187,7 +187,9 @@ func TestScrapesAreAnsweredWhileAttacked(t *testing.T) {
 			resp, err := client().Get(url)
 			switch {
 			case err != nil:
-				failed.Add(1)
+				if failed.Add(1) == 1 {
+					t.Logf("the first GET not answered: %v", err)
+				}
 			case resp.StatusCode == http.StatusOK:
 				served.Add(1)
 			case resp.StatusCode == http.StatusServiceUnavailable:
