@@ -110,12 +110,12 @@ with open(f"result-{a.consumer}.json", "w") as f:
 PY
 
 state() { scontrol show job "$1" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
-wait_done() { # JOB: until it is over
+wait_done() { # JOB [OUTPUT]: until it is over
 	for _ in $(seq 600); do
 		case $(state "$1") in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY) return ;; esac
 		sleep 0.2
 	done
-	fail "job $1 still $(state "$1") after 120 s"
+	fail "job $1 still $(state "$1") after 120 s: $(cat "${2:-/dev/null}" 2>/dev/null)"
 }
 no_leftovers() { # JOB
 	grep -q " /dev/shm/tsock-$1\." /proc/mounts && fail "job $1 left a mount: $(grep " /dev/shm/tsock-$1\." /proc/mounts)"
@@ -188,7 +188,7 @@ start=$(date +%s.%N)
 job=$(SOURCE='s3://data/train-{0..3}.tar' TRIALS_PER_NODE=1 TRIAL_GPUS=0 TSOCK_CACHE=0 TSOCK_READY_WAIT=3 \
 	TSOCK_ARGS="--s3-endpoint http://127.0.0.1:$(cat "$work/silent.port") --shard-index none" AWS_ACCESS_KEY_ID=k AWS_SECRET_ACCESS_KEY=s \
 	sbatch --parsable --nodes=2 --time=10 --output="$work/slow-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
-wait_done "$job"
+wait_done "$job" "$work/slow-$job.out"
 end=$(date +%s.%N)
 kill "$silent"; wait "$silent" 2>/dev/null || true
 [[ $(state "$job") == FAILED ]] || fail "a tsock never ready: job $job ended $(state "$job"), want FAILED: $(cat "$work/slow-$job.out")"
