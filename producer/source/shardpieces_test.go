@@ -14,7 +14,7 @@ import (
 // headers between), labelled by label(i); no shard is read.
 func indexedShards(shards, per int, size int64, classes int, label func(i int) int) *Shards {
 	s := &Shards{paths: make([]string, shards), versions: make([]string, shards), sizes: make([]int64, shards),
-		shardSamples: make([]int32, shards), classes: make([]string, classes), memory: DefaultShardMemory}
+		classes: make([]string, classes), memory: DefaultShardMemory}
 	for sh := range shards {
 		off := int64(0)
 		for k := range per {
@@ -22,7 +22,7 @@ func indexedShards(shards, per int, size int64, classes int, label func(i int) i
 			s.samples = append(s.samples, shardSample{offset: off, size: int32(size), shard: int32(sh), label: int32(label(sh*per + k))})
 			off += size
 		}
-		s.sizes[sh], s.shardSamples[sh] = off+1024, int32(per)
+		s.sizes[sh] = off + 1024
 	}
 	s.cut(0)
 	return s

@@ -42,10 +42,9 @@ type Shards struct {
 	classes  []string
 	skipped  []string // "shard: key: why", what the index left out
 	leftOut  int      // samples the index left out (skipped's groups, and broken tails' estimate)
-	// sizes are the shards' bytes and shardSamples their samples, for
-	// whole-shard reading (shardread.go).
-	sizes        []int64
-	shardSamples []int32
+	// sizes are the shards' bytes, which the pieces are cut from
+	// (shardpieces.go).
+	sizes []int64
 	// pieces are what the shards are read in, and window how many of
 	// them a training epoch's shuffle draws from (shardpieces.go); memory
 	// and disk bound the bytes of pieces held (in diskDir).
@@ -128,7 +127,7 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, opt
 		}
 	}
 	s := &Shards{spec: spec, files: files, paths: paths, versions: make([]string, len(paths)),
-		sizes: make([]int64, len(paths)), shardSamples: make([]int32, len(paths)), memory: DefaultShardMemory, index: index}
+		sizes: make([]int64, len(paths)), memory: DefaultShardMemory, index: index}
 	s.ctx = ctx
 	typical := typicalShard(indexes)
 	for i, ix := range indexes {
@@ -289,7 +288,6 @@ func (s *Shards) add(shard int32, ix shardIndex, typical int) {
 			continue
 		}
 		s.samples = append(s.samples, shardSample{offset: smp.Offset, size: int32(smp.Size), shard: shard, label: int32(smp.Label)})
-		s.shardSamples[shard]++
 		s.keys = append(s.keys, smp.Key[:min(len(smp.Key), maxKeyBytes)]...)
 		s.keyEnds = append(s.keyEnds, uint32(len(s.keys)))
 	}

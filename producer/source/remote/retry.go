@@ -234,7 +234,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // errSilent cuts an attempt that received no byte for Config.Timeout.
-var errSilent = errors.New("no byte for the timeout (--s3 attempt timeout)")
+var errSilent = errors.New("no byte for the attempt's timeout")
 
 // watched is a body whose silence is bounded: the timer that cancels its
 // request is reset by every byte.
