@@ -7,27 +7,33 @@ import (
 	"time"
 )
 
+// roster is the consumers and the producer epochs split by a mid-epoch
+// join. Guarded by Store.mu.
+type roster struct {
+	s         *Store
+	consumers map[string]*consumer
+	splits    map[int]*split
+	nextID    int
+	unwatched time.Time // since when no consumer is active; zero while one is
+}
+
+// noteWatchers keeps unwatched: zero while some consumer is active, else
+// since when none is. callers hold Store.mu.
+func (ro *roster) noteWatchers() {
+	for _, c := range ro.consumers {
+		if c.active() {
+			ro.unwatched = time.Time{}
+			return
+		}
+	}
+	if ro.unwatched.IsZero() {
+		ro.unwatched = time.Now()
+	}
+}
+
 // CallerID names the thread that made a request, so an open can be charged
 // to the consumer whose directory that thread looked the batch up in.
 type CallerID uint32
-
-// epochMark is what the store knows of one producer epoch.
-type epochMark struct {
-	start, end  uint64      // global sample numbers; end valid once ended
-	started     bool        // start is known
-	ended       bool        // its last batch is published
-	boundaries  map[int]int // split id → output position in this epoch
-	outputSoFar int         // samples of it published so far
-	lastEndPos  int         // order position after its last published batch
-	// wanted is what the consumers' subsets held when it was planned:
-	// its order holds no other sample (nil: it holds all).
-	wanted *Subset
-	// drops are the positions the producer passed over since no decided
-	// consumer reading the epoch wanted their samples (Wants), in order;
-	// decided is the position below which Wants has ruled on every one.
-	drops   []drop
-	decided int
-}
 
 // split is where a consumer joined mid-epoch: its epochs end at the same
 // place in every later producer epoch, which the producer keeps by putting
@@ -194,7 +200,7 @@ type subsetState struct {
 	subset  *Subset
 	pending []subsetChange
 	// decided: it set a subset or began reading. Until then its wants
-	// (everything) hold no plan back (settle.go).
+	// (everything) hold no epoch's order back (settle.go).
 	decided bool
 	// allowShort: the batch being computed may hold fewer samples than
 	// its batch size (stuck); shortBatches counts those it got.
@@ -256,24 +262,24 @@ func (s *Store) Join(name string) error {
 	if s.closed {
 		return ErrClosed
 	}
-	if _, ok := s.consumers[name]; ok {
+	if _, ok := s.ros.consumers[name]; ok {
 		return fmt.Errorf("join %q: %w", name, ErrExists)
 	}
-	s.nextID++
+	s.ros.nextID++
 	c := &consumer{
-		name: name, id: s.nextID,
+		name: name, id: s.ros.nextID,
 		placement: placement{batchSize: s.cfg.BatchSize},
 		holding:   holding{done: make(map[uint64]struct{}), handles: make(map[uint64]int)},
 		lifecycle: lifecycle{joined: time.Now(), progress: time.Now()},
 		readStats: readStats{lastEpoch: -1},
 	}
-	s.place(c)
-	s.consumers[name] = c
-	s.wantsChanged()
-	s.noteWatchers()
+	s.ros.place(c)
+	s.ros.consumers[name] = c
+	s.dem.wantsChanged()
+	s.ros.noteWatchers()
 	// What it starts after is passed for it: that may free batches kept
 	// for the first joiner.
-	s.passBefore(c)
+	s.dem.passBefore(c)
 	s.broadcast()
 	return nil
 }
@@ -283,29 +289,30 @@ func (s *Store) Join(name string) error {
 func (s *Store) Leave(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.consumers[name]
+	c, ok := s.ros.consumers[name]
 	if !ok {
 		return fmt.Errorf("leave %q: %w", name, ErrNoConsumer)
 	}
 	c.left = true
-	delete(s.consumers, name)
-	s.wantsChanged()
-	s.dropPending(c)
+	delete(s.ros.consumers, name)
+	s.dem.wantsChanged()
+	s.ros.dropPending(c)
 	return nil
 }
 
-// dropPending stops c from holding anything back. Callers hold s.mu.
-func (s *Store) dropPending(c *consumer) {
-	delete(s.splits, c.id)
-	s.noteWatchers()
-	for _, b := range s.held {
+// dropPending stops c from holding anything back. callers hold Store.mu.
+func (ro *roster) dropPending(c *consumer) {
+	s := ro.s
+	delete(ro.splits, c.id)
+	ro.noteWatchers()
+	for _, b := range s.buf.held {
 		for caller, k := range b.lookups {
 			if k.c == c {
 				delete(b.lookups, caller)
 			}
 		}
 	}
-	s.freeWhatWeCan()
+	s.buf.freeWhatWeCan()
 	s.broadcast()
 }
 
@@ -315,7 +322,7 @@ func (s *Store) dropPending(c *consumer) {
 func (s *Store) SetBatchSize(name string, n int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.consumers[name]
+	c, ok := s.ros.consumers[name]
 	if !ok {
 		return fmt.Errorf("batch size of %s: %w", name, ErrNoConsumer)
 	}
@@ -329,7 +336,7 @@ func (s *Store) SetBatchSize(name string, n int) error {
 	// n and BatchSize are at most MaxBatchSize and a batch's bytes at most
 	// Limit, so nothing here overflows.
 	spans := int64((n-1)/s.cfg.BatchSize + 2)
-	if full := s.fullBatchBytes(); full > 0 && spans > s.cfg.Limit/full {
+	if full := s.buf.fullBatchBytes(); full > 0 && spans > s.cfg.Limit/full {
 		return fmt.Errorf("batch size %d for %s: must fit %d producer batches in the buffer: %w",
 			n, name, spans, ErrBadBatchSize)
 	}
@@ -346,7 +353,7 @@ func (s *Store) SetBatchSize(name string, n int) error {
 func (s *Store) BatchSize(name string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.consumers[name]
+	c, ok := s.ros.consumers[name]
 	if !ok {
 		return 0, ErrNoConsumer
 	}
@@ -357,8 +364,8 @@ func (s *Store) BatchSize(name string) (int, error) {
 func (s *Store) Consumers() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.consumers))
-	for name := range s.consumers {
+	names := make([]string, 0, len(s.ros.consumers))
+	for name := range s.ros.consumers {
 		names = append(names, name)
 	}
 	sort.Strings(names)
@@ -369,6 +376,6 @@ func (s *Store) Consumers() []string {
 func (s *Store) HasConsumer(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.consumers[name]
+	_, ok := s.ros.consumers[name]
 	return ok
 }

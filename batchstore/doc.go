@@ -7,6 +7,27 @@
 // global sequence number. A consumer joins at the oldest batch still held
 // and sees the batches from there on as its own numbers 0, 1, 2, …
 //
+// One lock, Store.mu, guards all of the store's state; only Store's
+// exported methods take it, and every other method runs with it held.
+// The state is split by concern into four parts, each a type in its own
+// files, so that a reader of one file knows what it owns:
+//
+//   - buffer (buffer.go): the held batches, their bytes and the
+//     reservations; Reserve, Publish, freeing, lingering memory. What the
+//     producer waits on.
+//   - roster (consumer.go, placement.go, lookup.go, lease.go, subset.go):
+//     the consumers, where each is placed, the batches its numbers
+//     resolve to, its leases and subsets. What the file system asks.
+//   - demand (demand.go, settle.go, order.go): each producer epoch's
+//     order, and what the decided consumers want of it: Wants, WaitNeed,
+//     Needs, NeedUpTo. What the producer asks (demand flowing back, see
+//     docs/architecture.md).
+//   - evictor (evict.go): the rules that evict a consumer or fail its
+//     waits when it cannot progress.
+//
+// A part reaches another only through the Store it points back to
+// (s.buf, s.ros, s.dem, s.ev), never by its own lock: there is none.
+//
 // Invariants, all kept under Store.mu:
 //
 //   - used+reserved never exceeds the limit: the producer never writes a
@@ -32,21 +53,21 @@
 //   - A consumer that joins mid-epoch (a split) reads a stitched first
 //     epoch: the rest of that producer epoch, then the samples it missed,
 //     which the next producer epoch puts first. A split binds only that
-//     next epoch's plan; the consumer's later epochs are whole producer
+//     next epoch's order; the consumer's later epochs are whole producer
 //     epochs from the one after, so every later order is a fresh
 //     shuffle, uniform for every consumer.
 //
 //   - A consumer's subset (nil: everything) picks its samples out of the
 //     shared stream by each batch's dataset indices (Info.Indices); every
 //     one of its epochs holds exactly its subset of the producer epochs
-//     it spans. The producer plans each epoch from the union of the
+//     it spans. The producer orders each epoch from the union of the
 //     active consumers' subsets (wanted, kept in the epoch's mark): a
-//     consumer whose subset a planned epoch lacks starts after it, and a
+//     consumer whose subset a ordered epoch lacks starts after it, and a
 //     subset set while reading applies from its first epoch that starts
 //     in an unplanned producer epoch, never inside one.
 //
 //   - A consumer is undecided from its join until it sets a subset or
-//     reads: until then it holds no plan back. The producer makes a
+//     reads: until then it holds no epoch's order back. The producer makes a
 //     sample only if a decided consumer reading its epoch wants it (or
 //     none is decided: the buffer fills for whoever joins); what it
 //     passes over is recorded, and a consumer is settled (settle.go)
@@ -76,7 +97,7 @@
 //
 // What crosses its border: in, from a producer (the built-in pipeline or
 // package ingest), Reserve/Publish of a batch's Blob with its Info, the
-// epoch plans (PlanEpoch), and the questions that make demand flow back
+// epochs' orders (FixOrder), and the questions that make demand flow back
 // (WaitNeed, Wants, Needs: what to make next); from the file system (fs),
 // Join/Leave, SetBatchSize, subsets, Lookup and Open of a consumer's
 // batch, and the lease Release. Out: Refs and Leases over Blobs it never

@@ -8,6 +8,12 @@ import (
 	"github.com/dustin/go-humanize"
 )
 
+// evictor applies the eviction rules (evict.go); it has no state of its
+// own beyond the consumers' clocks. Guarded by Store.mu.
+type evictor struct {
+	s *Store
+}
+
 // Straggler is what happens to a consumer that holds the whole buffer.
 type Straggler string
 
@@ -22,7 +28,7 @@ const (
 	Evict Straggler = "evict"
 )
 
-// ParseStraggler checks a --straggler value.
+// ParseStraggler reads a straggler policy: block or evict.
 func ParseStraggler(s string) (Straggler, error) {
 	switch Straggler(s) {
 	case Block, Evict:
@@ -57,30 +63,31 @@ func (s *Store) Watch(ctx context.Context, e Eviction) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			s.evictStale(now, e)
+			s.ev.evictStale(now, e)
 		}
 	}
 }
 
 // evictStale applies the eviction rules at time now and returns who was
 // evicted.
-func (s *Store) evictStale(now time.Time, e Eviction) []string {
+func (ev *evictor) evictStale(now time.Time, e Eviction) []string {
+	s := ev.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ck := s.evictionCheck(now, e)
+	ck := ev.evictionCheck(now, e)
 	var evicted []string
-	for name, c := range s.consumers {
+	for name, c := range s.ros.consumers {
 		if !c.active() {
 			continue
 		}
-		s.updateClocks(c, ck)
-		dl, mapped := s.deadlockOf(c, ck)
+		ev.updateClocks(c, ck)
+		dl, mapped := ev.deadlockOf(c, ck)
 		if dl == "" {
 			c.deadlock, c.deadlockMapped = "", false
 		}
 		switch why := evictionFor(c, ck, dl); {
 		case why != "":
-			s.evict(c, why)
+			ev.evict(c, why)
 			evicted = append(evicted, name)
 		case dl != "" && c.deadlock == "":
 			c.deadlock, c.deadlockMapped = dl, mapped
@@ -105,11 +112,12 @@ type evictionCheck struct {
 	full      bool // the producer waits for room
 }
 
-// evictionCheck takes the store's side of one check. Callers hold s.mu.
-func (s *Store) evictionCheck(now time.Time, e Eviction) *evictionCheck {
-	ck := &evictionCheck{Eviction: e, now: now, oldest: s.held[s.oldestHeld()], full: s.stats.producerWaiting}
+// evictionCheck takes the store's side of one check. callers hold Store.mu.
+func (ev *evictor) evictionCheck(now time.Time, e Eviction) *evictionCheck {
+	s := ev.s
+	ck := &evictionCheck{Eviction: e, now: now, oldest: s.buf.held[s.buf.oldestHeld()], full: s.buf.stats.producerWaiting}
 	active := 0
-	for _, c := range s.consumers {
+	for _, c := range s.ros.consumers {
 		if c.active() {
 			active++
 			if c.waiting > 0 {
@@ -117,7 +125,7 @@ func (s *Store) evictionCheck(now time.Time, e Eviction) *evictionCheck {
 			}
 		}
 	}
-	ck.mappedOut = ck.full && s.stats.lingerBlocked && ck.waiters == active
+	ck.mappedOut = ck.full && s.buf.stats.lingerBlocked && ck.waiters == active
 	return ck
 }
 
@@ -127,11 +135,12 @@ func (ck *evictionCheck) over(start time.Time) bool {
 	return !start.IsZero() && ck.now.Sub(start) >= ck.Timeout
 }
 
-// updateClocks starts or stops c's conditions. Callers hold s.mu.
-func (s *Store) updateClocks(c *consumer, ck *evictionCheck) {
-	holding := ck.full && s.lagOf(c) > 0
+// updateClocks starts or stops c's conditions. callers hold Store.mu.
+func (ev *evictor) updateClocks(c *consumer, ck *evictionCheck) {
+	s := ev.s
+	holding := ck.full && ev.lagOf(c) > 0
 	c.stalled = since(c.stalled, holding && len(c.handles) == 0 && c.waiting == 0, ck.now, c.progress)
-	needsOldest := holding && ck.oldest != nil && s.needs(c, ck.oldest)
+	needsOldest := holding && ck.oldest != nil && s.ros.needs(c, ck.oldest)
 	c.straggling = since(c.straggling, needsOldest && c.waiting == 0 && ck.waiters > 0, ck.now, time.Time{})
 	// Waiting for a batch that only its own reading can make room for
 	// (an open far ahead; more batches kept mapped than the buffer
@@ -142,8 +151,9 @@ func (s *Store) updateClocks(c *consumer, ck *evictionCheck) {
 
 // deadlockOf is why c's waits can end no other way than in ErrDeadlock,
 // and whether it is the mappings' (which end the moment readers unmap);
-// "" while its waits may end. Callers hold s.mu.
-func (s *Store) deadlockOf(c *consumer, ck *evictionCheck) (reason string, mapped bool) {
+// "" while its waits may end. callers hold Store.mu.
+func (ev *evictor) deadlockOf(c *consumer, ck *evictionCheck) (reason string, mapped bool) {
+	s := ev.s
 	switch {
 	case ck.over(c.selfBlocked) && len(c.handles) > 0:
 		return fmt.Sprintf("read or unlink batch %d first, or hold fewer open", c.low), false
@@ -151,26 +161,26 @@ func (s *Store) deadlockOf(c *consumer, ck *evictionCheck) (reason string, mappe
 		// It holds nothing: its next batch needs more producer batches
 		// than the full buffer can hold beside what others still need
 		// (a sparse subset in a small buffer).
-		return "its next batch spans more producer batches than the buffer can hold beside what other consumers still need: raise --buffer, lower its batch_size, or widen its subset", false
+		return "its next batch spans more producer batches than the buffer can hold beside what other consumers still need: raise the buffer size, lower its batch_size, or widen its subset", false
 	case ck.over(c.mappedOut):
-		return fmt.Sprintf("the buffer is taken by %s of batches already read but still mapped (a mapping outlives its file's close): drop arrays of old batches before reading on", humanize.IBytes(uint64(s.lingering))), true
+		return fmt.Sprintf("the buffer is taken by %s of batches already read but still mapped (a mapping outlives its file's close): drop arrays of old batches before reading on", humanize.IBytes(uint64(s.buf.lingering))), true
 	}
 	return "", false
 }
 
 // evictionFor is why c is evicted now, "" if it is not: the first rule
 // that applies decides. A consumer in a deadlock is not evicted but for
-// --straggler evict: its waits fail instead, and it may recover.
+// the straggler policy evict: its waits fail instead, and it may recover.
 func evictionFor(c *consumer, ck *evictionCheck, deadlock string) string {
 	switch {
 	case ck.Straggler == Evict && ck.over(c.selfBlocked):
-		return fmt.Sprintf("waited %s for a batch the full buffer could not make while it held back the buffer's oldest batch (--straggler evict)", ck.Timeout)
+		return fmt.Sprintf("waited %s for a batch the full buffer could not make while it held back the buffer's oldest batch (straggler policy evict)", ck.Timeout)
 	case deadlock != "":
 		return ""
 	case ck.over(c.stalled):
 		return fmt.Sprintf("no open file and no progress for %s while the buffer was full", ck.Timeout)
 	case ck.Straggler == Evict && ck.over(c.straggling):
-		return fmt.Sprintf("held the oldest batch of a full buffer for %s (--straggler evict)", ck.Timeout)
+		return fmt.Sprintf("held the oldest batch of a full buffer for %s (straggler policy evict)", ck.Timeout)
 	}
 	return ""
 }
@@ -178,8 +188,9 @@ func evictionFor(c *consumer, ck *evictionCheck, deadlock string) string {
 // endMappedDeadlocks lets the waits that mappings of released batches
 // broke wait again: the producer has room, or will have. Callers hold
 // s.mu.
-func (s *Store) endMappedDeadlocks() {
-	for _, c := range s.consumers {
+func (ev *evictor) endMappedDeadlocks() {
+	s := ev.s
+	for _, c := range s.ros.consumers {
 		if c.deadlockMapped {
 			c.deadlock, c.deadlockMapped = "", false
 		}
@@ -202,11 +213,12 @@ func since(start time.Time, holds bool, now, notBefore time.Time) time.Time {
 	return start
 }
 
-// lagOf counts the held batches c has pending. Callers hold s.mu.
-func (s *Store) lagOf(c *consumer) int {
+// lagOf counts the held batches c has pending. callers hold Store.mu.
+func (ev *evictor) lagOf(c *consumer) int {
+	s := ev.s
 	n := 0
-	for _, b := range s.held {
-		if s.needs(c, b) {
+	for _, b := range s.buf.held {
+		if s.ros.needs(c, b) {
 			n++
 		}
 	}
@@ -214,9 +226,10 @@ func (s *Store) lagOf(c *consumer) int {
 }
 
 // evict stops c holding anything back. Its directory stays, with the
-// reason in its status, until it is removed. Callers hold s.mu.
-func (s *Store) evict(c *consumer, reason string) {
+// reason in its status, until it is removed. callers hold Store.mu.
+func (ev *evictor) evict(c *consumer, reason string) {
+	s := ev.s
 	c.evicted = reason
-	s.wantsChanged()
-	s.dropPending(c)
+	s.dem.wantsChanged()
+	s.ros.dropPending(c)
 }

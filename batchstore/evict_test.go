@@ -38,13 +38,13 @@ var policy = Eviction{Timeout: 30 * time.Second, Straggler: Block}
 func TestDeadConsumerIsEvictedAfterTheTimeout(t *testing.T) {
 	s, room := fullBuffer(t)
 	now := time.Now()
-	if got := s.evictStale(now, policy); len(got) != 0 {
+	if got := s.ev.evictStale(now, policy); len(got) != 0 {
 		t.Fatalf("evicted at once: %v", got)
 	}
-	if got := s.evictStale(now.Add(29*time.Second), policy); len(got) != 0 {
+	if got := s.ev.evictStale(now.Add(29*time.Second), policy); len(got) != 0 {
 		t.Fatalf("evicted before the timeout: %v", got)
 	}
-	if got := s.evictStale(now.Add(31*time.Second), policy); len(got) != 1 || got[0] != "b" {
+	if got := s.ev.evictStale(now.Add(31*time.Second), policy); len(got) != 1 || got[0] != "b" {
 		t.Fatalf("evicted %v, want [b]", got)
 	}
 	if err := <-room; err != nil {
@@ -70,13 +70,13 @@ func TestOpenFileOrProgressKeepsAConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	s.evictStale(now, policy)
-	if got := s.evictStale(now.Add(time.Hour), policy); len(got) != 0 {
+	s.ev.evictStale(now, policy)
+	if got := s.ev.evictStale(now.Add(time.Hour), policy); len(got) != 0 {
 		t.Fatalf("consumer with an open file evicted: %v", got)
 	}
 	l.Release() // progress: b consumed batch 0
 	// The stall clock starts again from the release.
-	if got := s.evictStale(time.Now().Add(20*time.Second), policy); len(got) != 0 {
+	if got := s.ev.evictStale(time.Now().Add(20*time.Second), policy); len(got) != 0 {
 		t.Fatalf("evicted 20s after progress: %v", got)
 	}
 }
@@ -86,8 +86,8 @@ func TestNoEvictionWhileTheProducerHasRoom(t *testing.T) {
 	mustJoin(t, s, "idle")
 	publish(t, s, 10, 0, 0)
 	now := time.Now()
-	s.evictStale(now, policy)
-	if got := s.evictStale(now.Add(time.Hour), policy); len(got) != 0 {
+	s.ev.evictStale(now, policy)
+	if got := s.ev.evictStale(now.Add(time.Hour), policy); len(got) != 0 {
 		t.Fatalf("idle consumer evicted while nothing waits on it: %v", got)
 	}
 }
@@ -106,8 +106,8 @@ func TestStragglerPolicy(t *testing.T) {
 		waittest.Until(t, "the store gets there", func() bool { cs, _ := s.ConsumerSnapshot("a"); return cs.Waiting })
 		e := Eviction{Timeout: time.Minute, Straggler: tc.straggler}
 		now := time.Now()
-		s.evictStale(now, e)
-		if got := s.evictStale(now.Add(2*time.Minute), e); len(got) != tc.want {
+		s.ev.evictStale(now, e)
+		if got := s.ev.evictStale(now.Add(2*time.Minute), e); len(got) != tc.want {
 			t.Fatalf("%s: evicted %v, want %d", tc.straggler, got, tc.want)
 		}
 		l.Release()
@@ -159,14 +159,14 @@ func TestAWaitOnlyTheWaiterCanEndIsBroken(t *testing.T) {
 func endsAtTheTimeout(t *testing.T, s *Store, p Eviction, waited <-chan error) ([]string, error) {
 	t.Helper()
 	now := time.Now()
-	s.evictStale(now, p)
-	s.evictStale(now.Add(p.Timeout-time.Second), p)
+	s.ev.evictStale(now, p)
+	s.ev.evictStale(now.Add(p.Timeout-time.Second), p)
 	select {
 	case err := <-waited:
 		t.Fatalf("the wait ended before the timeout: %v", err)
 	default:
 	}
-	evicted := s.evictStale(now.Add(p.Timeout+time.Second), p)
+	evicted := s.ev.evictStale(now.Add(p.Timeout+time.Second), p)
 	select {
 	case err := <-waited:
 		return evicted, err
@@ -194,8 +194,8 @@ func TestEvictionRulesInOrder(t *testing.T) {
 		{"stalled, not yet for the timeout", Block, clocks{stalled: short}, "", ""},
 		{"a straggler under block", Block, clocks{straggling: long}, "", ""},
 		{"a straggler under evict", Evict, clocks{straggling: long}, "", "held the oldest batch"},
-		{"self-blocked under block: a deadlock, not an eviction", Block, clocks{selfBlocked: long, stalled: long}, "raise --buffer", ""},
-		{"self-blocked under evict", Evict, clocks{selfBlocked: long, straggling: long}, "raise --buffer", "waited"},
+		{"self-blocked under block: a deadlock, not an eviction", Block, clocks{selfBlocked: long, stalled: long}, "raise the buffer size", ""},
+		{"self-blocked under evict", Evict, clocks{selfBlocked: long, straggling: long}, "raise the buffer size", "waited"},
 		{"self-blocked holding batches", Block, clocks{selfBlocked: long}, "read or unlink", ""},
 		{"mapped out: never evicted", Evict, clocks{mappedOut: long, straggling: long}, "mapped", ""},
 		{"stalled before straggling", Evict, clocks{stalled: long, straggling: long}, "", "no open file"},
@@ -205,8 +205,8 @@ func TestEvictionRulesInOrder(t *testing.T) {
 			c.handles = map[uint64]int{0: 1}
 		}
 		ck := &evictionCheck{Eviction: Eviction{Timeout: time.Second, Straggler: tc.straggler}, now: now}
-		s := &Store{}
-		dl, _ := s.deadlockOf(c, ck)
+		s := New(Config{Limit: 1})
+		dl, _ := s.ev.deadlockOf(c, ck)
 		if (dl == "") != (tc.deadlock == "") || !strings.Contains(dl, tc.deadlock) {
 			t.Errorf("%s: deadlock %q, want %q", tc.name, dl, tc.deadlock)
 		}

@@ -23,7 +23,7 @@ func (s *Store) Open(seq uint64, caller CallerID) (*Lease, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
-	b := s.held[seq]
+	b := s.buf.held[seq]
 	if b == nil {
 		return nil, fmt.Errorf("open batch %d: %w", seq, ErrNotFound)
 	}
@@ -40,7 +40,7 @@ func (s *Store) Open(seq uint64, caller CallerID) (*Lease, error) {
 	if !ok {
 		return nil, fmt.Errorf("open batch %d: no consumer looked it up: %w", seq, ErrNotFound)
 	}
-	return s.lease(k.c, k.j)
+	return s.ros.lease(k.c, k.j)
 }
 
 // OpenBatch takes a lease on name's batch local (a re-batched file).
@@ -50,22 +50,23 @@ func (s *Store) OpenBatch(name string, local uint64) (*Lease, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
-	c, ok := s.consumers[name]
+	c, ok := s.ros.consumers[name]
 	if !ok {
 		return nil, fmt.Errorf("open %s/%d: %w", name, local, ErrNoConsumer)
 	}
-	return s.lease(c, local)
+	return s.ros.lease(c, local)
 }
 
-// lease pins the producer batches of c's batch j. Callers hold s.mu.
-func (s *Store) lease(c *consumer, j uint64) (*Lease, error) {
+// lease pins the producer batches of c's batch j. callers hold Store.mu.
+func (ro *roster) lease(c *consumer, j uint64) (*Lease, error) {
+	s := ro.s
 	cb, ok := c.batches.get(j)
-	if !ok || !c.active() || s.isDone(c, j) {
+	if !ok || !c.active() || ro.isDone(c, j) {
 		return nil, fmt.Errorf("open %s/%d: %w", c.name, j, ErrNotFound)
 	}
 	l := &Lease{s: s, c: c, j: j}
 	for x := cb.start; x < cb.end; {
-		b := s.batchAt(x)
+		b := s.buf.batchAt(x)
 		if b == nil {
 			return nil, fmt.Errorf("open %s/%d: sample %d no longer held: %w", c.name, j, x, ErrNotFound)
 		}
@@ -116,24 +117,25 @@ func (l *Lease) Release() {
 	l.c.handles[l.j]--
 	if l.c.handles[l.j] <= 0 {
 		delete(l.c.handles, l.j)
-		s.consume(l.c, l.j)
+		s.ros.consume(l.c, l.j)
 	}
 	for _, b := range l.batches {
-		s.maybeFree(b)
+		s.buf.maybeFree(b)
 	}
 	s.broadcast()
 }
 
-// consume records that c is done with its batch j. Callers hold s.mu.
-func (s *Store) consume(c *consumer, j uint64) {
+// consume records that c is done with its batch j. callers hold Store.mu.
+func (ro *roster) consume(c *consumer, j uint64) {
+	s := ro.s
 	cb, ok := c.batches.get(j)
-	if !ok || !c.active() || s.isDone(c, j) {
+	if !ok || !c.active() || ro.isDone(c, j) {
 		return
 	}
 	c.progress = time.Now()
 	c.batchesRead++
 	c.samplesRead += cb.samples()
-	if pieces, _, err := s.pieces(cb); err == nil {
+	if pieces, _, err := ro.pieces(cb); err == nil {
 		c.bytesRead += s.cfg.Measure(pieces)
 	}
 	if cb.epoch != c.lastEpoch {
@@ -150,31 +152,32 @@ func (s *Store) consume(c *consumer, j uint64) {
 		c.low++
 	}
 	c.batches.dropBelow(c.low)
-	if s.pastTheEnd(c, c.low) { // read everything: its split binds no more epochs
-		delete(s.splits, c.id)
-		s.wantsChanged()
+	if ro.pastTheEnd(c, c.low) { // read everything: its split binds no more epochs
+		delete(ro.splits, c.id)
+		s.dem.wantsChanged()
 	}
-	mark := s.lowSample(c)
-	for _, b := range s.held {
+	mark := ro.lowSample(c)
+	for _, b := range s.buf.held {
 		if b.end() <= mark {
 			b.passed = true
 		}
 	}
-	s.freeWhatWeCan()
+	s.buf.freeWhatWeCan()
 	s.broadcast()
 }
 
 // noneOf says whether the held samples [from, end) hold none of sub: the
 // rest of an epoch a consumer has nothing more to read in. Callers hold
 // s.mu.
-func (s *Store) noneOf(sub *Subset, from, end uint64) bool {
+func (ro *roster) noneOf(sub *Subset, from, end uint64) bool {
+	s := ro.s
 	if sub == nil || from >= end {
 		return from >= end
 	}
 	for x := from; x < end; {
-		b := s.batchAt(x)
+		b := s.buf.batchAt(x)
 		if b == nil { // freed: nobody had anything left to read in it
-			x = s.nextHeld(x, end)
+			x = s.buf.nextHeld(x, end)
 			continue
 		}
 		if len(b.info.Indices) != b.info.Samples {
@@ -189,31 +192,20 @@ func (s *Store) noneOf(sub *Subset, from, end uint64) bool {
 	return true
 }
 
-// nextHeld is the first sample after x, below limit, of a held batch;
-// limit if none. Callers hold s.mu.
-func (s *Store) nextHeld(x, limit uint64) uint64 {
-	next := limit
-	for _, h := range s.held {
-		if h.first > x && h.first < next {
-			next = h.first
-		}
-	}
-	return next
-}
-
-// lowSample is the first sample c may still read. Callers hold s.mu.
-func (s *Store) lowSample(c *consumer) uint64 {
+// lowSample is the first sample c may still read. callers hold Store.mu.
+func (ro *roster) lowSample(c *consumer) uint64 {
+	s := ro.s
 	if cb, ok := c.batches.get(c.low); ok {
 		return cb.start
 	}
 	if last, ok := c.batches.last(); ok {
-		if end, known := s.epochEnd(c, 0); c.splitID != 0 && last.epoch == 0 && known && (last.end == end || s.noneOf(c.subsetFor(0), last.end, end)) {
+		if end, known := ro.epochEnd(c, 0); c.splitID != 0 && last.epoch == 0 && known && (last.end == end || ro.noneOf(c.subsetFor(0), last.end, end)) {
 			// Its stitched first epoch is read: it goes on at the start
 			// of the producer epoch after next, and needs nothing before.
-			if start, ok := s.epochStart(c.joinEpoch + 2); ok {
+			if start, ok := ro.epochStart(c.joinEpoch + 2); ok {
 				return start
 			}
-			return max(s.samples, last.end)
+			return max(s.buf.samples, last.end)
 		}
 		return last.end
 	}
@@ -221,8 +213,9 @@ func (s *Store) lowSample(c *consumer) uint64 {
 }
 
 // needs reports whether active consumer c may still read samples of b.
-// Callers hold s.mu.
-func (s *Store) needs(c *consumer, b *batch) bool {
+// Callers hold Store.mu.
+func (ro *roster) needs(c *consumer, b *batch) bool {
+	s := ro.s
 	if !c.active() {
 		return false
 	}
@@ -231,16 +224,37 @@ func (s *Store) needs(c *consumer, b *batch) bool {
 		// of that epoch and later.
 		return b.info.Epoch >= c.joinEpoch
 	}
-	if b.end() <= c.start || b.end() <= s.lowSample(c) {
+	if b.end() <= c.start || b.end() <= ro.lowSample(c) {
 		return false
 	}
-	if s.pastTheEnd(c, c.low) {
+	if ro.pastTheEnd(c, c.low) {
 		return false
 	}
 	if s.cfg.Epochs > 0 {
-		if end, known := s.epochEnd(c, s.cfg.Epochs-1); known && b.first >= end {
+		if end, known := ro.epochEnd(c, s.cfg.Epochs-1); known && b.first >= end {
 			return false
 		}
 	}
 	return true
+}
+
+// Unlink makes name give up its batch local: consumed now, or at the last
+// release if it has the batch open.
+func (s *Store) Unlink(name string, local uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.ros.consumers[name]
+	if !ok {
+		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNoConsumer)
+	}
+	if c.evicted != "" {
+		return fmt.Errorf("unlink %s/%d: %s: %w", name, local, c.evicted, ErrEvicted)
+	}
+	if _, ok := c.batches.get(local); !ok || s.ros.isDone(c, local) {
+		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNotFound)
+	}
+	if c.handles[local] == 0 {
+		s.ros.consume(c, local)
+	}
+	return nil
 }

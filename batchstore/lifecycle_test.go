@@ -77,11 +77,11 @@ func TestLongRunsKeepBoundedState(t *testing.T) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n := len(s.epochs); n > 3 {
+	if n := len(s.dem.epochs); n > 3 {
 		t.Errorf("%d epoch marks kept after 1000 epochs", n)
 	}
 	for _, name := range []string{"a", "b"} {
-		if n := len(s.consumers[name].batches.items); n > 130 {
+		if n := len(s.ros.consumers[name].batches.items); n > 130 {
 			t.Errorf("%s keeps %d of its batches after reading them all", name, n)
 		}
 	}

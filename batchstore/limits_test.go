@@ -112,7 +112,7 @@ func FuzzSetBatchSize(f *testing.F) {
 			return
 		}
 		spans := big.NewInt(int64((n-1)/s.cfg.BatchSize + 2))
-		bytes := new(big.Int).Mul(spans, big.NewInt(s.fullBatchBytes()))
+		bytes := new(big.Int).Mul(spans, big.NewInt(s.buf.fullBatchBytes()))
 		if n < 1 || n > MaxBatchSize || bytes.Cmp(big.NewInt(limit)) > 0 {
 			t.Fatalf("batch size %d accepted with a %d-byte buffer and producer batches of %d", n, limit, s.cfg.BatchSize)
 		}
@@ -141,7 +141,7 @@ func TestUnwatchedSince(t *testing.T) {
 		t.Fatalf("unwatched since %v with b still there", u)
 	}
 	s.mu.Lock()
-	s.evict(s.consumers["b"], "test")
+	s.ev.evict(s.ros.consumers["b"], "test")
 	s.mu.Unlock()
 	if s.Snapshot().Unwatched.IsZero() {
 		t.Fatal("not unwatched with only an evicted consumer left")

@@ -40,11 +40,12 @@ type Ref struct {
 // later epoch of its is a whole producer epoch, the one after that (the
 // rest of the one its first epoch ended in is not its). Callers hold
 // s.mu.
-func (s *Store) epochEnd(c *consumer, k int) (uint64, bool) {
+func (ro *roster) epochEnd(c *consumer, k int) (uint64, bool) {
+	s := ro.s
 	if c.splitID != 0 && k > 0 {
-		return s.epochStart(c.joinEpoch + k + 2)
+		return ro.epochStart(c.joinEpoch + k + 2)
 	}
-	m := s.epochs[c.joinEpoch+k+1]
+	m := s.dem.epochs[c.joinEpoch+k+1]
 	if m == nil || !m.started {
 		return 0, false
 	}
@@ -55,7 +56,7 @@ func (s *Store) epochEnd(c *consumer, k int) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
-	n, ok := s.samplesBefore(m, pos)
+	n, ok := s.dem.samplesBefore(m, pos)
 	if !ok {
 		return 0, false
 	}
@@ -63,9 +64,10 @@ func (s *Store) epochEnd(c *consumer, k int) (uint64, bool) {
 }
 
 // epochStart is the global sample where producer epoch e starts, if known.
-// Callers hold s.mu.
-func (s *Store) epochStart(e int) (uint64, bool) {
-	m := s.epochs[e]
+// Callers hold Store.mu.
+func (ro *roster) epochStart(e int) (uint64, bool) {
+	s := ro.s
+	m := s.dem.epochs[e]
 	if m == nil || !m.started {
 		return 0, false
 	}
@@ -84,10 +86,11 @@ const (
 // resolve computes c's batch j if it can be known yet: its samples are
 // published and where its epoch ends is known. A batch never has zero
 // samples: an epoch with none (all skipped) is passed over whole.
-// Callers hold s.mu.
-func (s *Store) resolve(c *consumer, j uint64) (cbatch, resolved) {
+// Callers hold Store.mu.
+func (ro *roster) resolve(c *consumer, j uint64) (cbatch, resolved) {
+	s := ro.s
 	if !c.startKnown {
-		m := s.epochs[c.joinEpoch]
+		m := s.dem.epochs[c.joinEpoch]
 		if m == nil || !m.started {
 			return cbatch{}, unknownYet
 		}
@@ -98,7 +101,7 @@ func (s *Store) resolve(c *consumer, j uint64) (cbatch, resolved) {
 		if prev, ok := c.batches.last(); ok {
 			cb.start, cb.epoch, cb.index = prev.end, prev.epoch, prev.index+1
 		}
-		if state := s.next(c, &cb); state != known {
+		if state := ro.next(c, &cb); state != known {
 			return cbatch{}, state
 		}
 		c.batches.add(cb)
@@ -112,26 +115,27 @@ func (s *Store) resolve(c *consumer, j uint64) (cbatch, resolved) {
 
 // next fills cb, the batch that starts at cb.start in c's own epoch
 // cb.epoch (or a later one, if that one is over or has none of c's
-// samples left). Callers hold s.mu.
-func (s *Store) next(c *consumer, cb *cbatch) resolved {
+// samples left). callers hold Store.mu.
+func (ro *roster) next(c *consumer, cb *cbatch) resolved {
+	s := ro.s
 	for {
-		end, endKnown := s.epochEnd(c, cb.epoch)
+		end, endKnown := ro.epochEnd(c, cb.epoch)
 		for endKnown && cb.start >= end { // this epoch is over, or empty: the next one
 			cb.epoch, cb.index = cb.epoch+1, 0
 			if s.cfg.Epochs > 0 && cb.epoch >= s.cfg.Epochs {
 				return pastEnd
 			}
 			if c.splitID != 0 { // past its stitched first epoch: whole producer epochs
-				start, known := s.epochStart(c.joinEpoch + cb.epoch + 1)
+				start, known := ro.epochStart(c.joinEpoch + cb.epoch + 1)
 				if !known {
 					return unknownYet
 				}
 				cb.start = max(cb.start, start)
 			}
-			end, endKnown = s.epochEnd(c, cb.epoch)
+			end, endKnown = ro.epochEnd(c, cb.epoch)
 		}
 		if sub := c.subsetFor(cb.epoch); sub != nil {
-			if state := s.pick(c, cb, sub, end, endKnown); state != pastEnd {
+			if state := ro.pick(c, cb, sub, end, endKnown); state != pastEnd {
 				return state
 			}
 			continue // none of its subset left in this epoch: cb.start is its end
@@ -142,7 +146,7 @@ func (s *Store) next(c *consumer, cb *cbatch) resolved {
 		}
 		// Where the epoch's end is not known yet, it cannot come before
 		// what is published: wait for more.
-		if cb.end > s.samples {
+		if cb.end > s.buf.samples {
 			return unknownYet
 		}
 		return known
@@ -154,9 +158,10 @@ func (s *Store) next(c *consumer, cb *cbatch) resolved {
 // batch, or what is left of the epoch. It says known when cb is done,
 // unknownYet when more must be published first, and pastEnd when the
 // rest of the epoch holds none of sub (cb.start is then its end).
-// Callers hold s.mu.
-func (s *Store) pick(c *consumer, cb *cbatch, sub *Subset, end uint64, endKnown bool) resolved {
-	limit := s.samples
+// Callers hold Store.mu.
+func (ro *roster) pick(c *consumer, cb *cbatch, sub *Subset, end uint64, endKnown bool) resolved {
+	s := ro.s
+	limit := s.buf.samples
 	if endKnown {
 		limit = min(limit, end)
 	}
@@ -164,9 +169,9 @@ func (s *Store) pick(c *consumer, cb *cbatch, sub *Subset, end uint64, endKnown 
 	got := 0
 	x := cb.start
 	for x < limit && got < c.batchSize {
-		b := s.batchAt(x)
+		b := s.buf.batchAt(x)
 		if b == nil { // freed: the rest of a stitched epoch that holds none of sub (noneOf)
-			x = s.nextHeld(x, limit)
+			x = s.buf.nextHeld(x, limit)
 			continue
 		}
 		if len(b.info.Indices) != b.info.Samples {
@@ -204,20 +209,22 @@ func (s *Store) pick(c *consumer, cb *cbatch, sub *Subset, end uint64, endKnown 
 // oldest batch held, so nothing after it can go either), and what is
 // held of c's subset falls short of a batch. Then c gets what is held
 // as a short batch instead of a deadlock: its epoch stays exact, that
-// batch is smaller. Callers hold s.mu.
-func (s *Store) stuck(c *consumer, local uint64) bool {
+// batch is smaller. callers hold Store.mu.
+func (ro *roster) stuck(c *consumer, local uint64) bool {
+	s := ro.s
 	// The producer's wait flag lasts until it runs again: the room it
 	// waits for may have come already.
-	if !s.stats.producerWaiting || s.stats.lingerBlocked || s.fits(s.stats.waitingFor) || local != c.batches.computed() {
+	if !s.buf.stats.producerWaiting || s.buf.stats.lingerBlocked || s.buf.fits(s.buf.stats.waitingFor) || local != c.batches.computed() {
 		return false
 	}
-	b := s.held[s.oldestHeld()]
-	return b != nil && s.needs(c, b)
+	b := s.buf.held[s.buf.oldestHeld()]
+	return b != nil && ro.needs(c, b)
 }
 
 // finished reports whether c has no batch j: past its last epoch, or past
-// any batch number the dataset allows. Callers hold s.mu.
-func (s *Store) pastTheEnd(c *consumer, j uint64) bool {
+// any batch number the dataset allows. callers hold Store.mu.
+func (ro *roster) pastTheEnd(c *consumer, j uint64) bool {
+	s := ro.s
 	if s.cfg.Epochs == 0 {
 		return false
 	}
@@ -234,7 +241,7 @@ func (s *Store) pastTheEnd(c *consumer, j uint64) bool {
 	if last.epoch < s.cfg.Epochs-1 {
 		return false
 	}
-	end, known := s.epochEnd(c, last.epoch)
+	end, known := ro.epochEnd(c, last.epoch)
 	return known && last.end >= end
 }
 
@@ -245,12 +252,12 @@ func (s *Store) pastTheEnd(c *consumer, j uint64) bool {
 func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller CallerID) (Ref, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.consumers[name]
+	c, ok := s.ros.consumers[name]
 	if !ok {
 		return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, ErrNoConsumer)
 	}
 	if !c.started {
-		if err := s.decide(c); err != nil {
+		if err := s.ros.decide(c); err != nil {
 			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
 		}
 	}
@@ -263,15 +270,15 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, ErrNoConsumer)
 		case c.evicted != "":
 			return Ref{}, fmt.Errorf("lookup %s/%d: %s: %w", name, local, c.evicted, ErrEvicted)
-		case s.isDone(c, local):
+		case s.ros.isDone(c, local):
 			return Ref{}, fmt.Errorf("lookup %s/%d: consumed: %w", name, local, ErrNotFound)
-		case s.pastTheEnd(c, local):
+		case s.ros.pastTheEnd(c, local):
 			return Ref{}, fmt.Errorf("lookup %s/%d: past the consumer's last epoch: %w", name, local, ErrNotFound)
 		}
-		cb, state := s.resolve(c, local)
-		if state == unknownYet && s.stuck(c, local) {
+		cb, state := s.ros.resolve(c, local)
+		if state == unknownYet && s.ros.stuck(c, local) {
 			c.allowShort = true
-			cb, state = s.resolve(c, local)
+			cb, state = s.ros.resolve(c, local)
 			c.allowShort = false
 		}
 		switch {
@@ -280,12 +287,12 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 		case state == pastEnd:
 			return Ref{}, fmt.Errorf("lookup %s/%d: past the consumer's last epoch: %w", name, local, ErrNotFound)
 		case state == known:
-			ref, err := s.ref(c, local, cb)
+			ref, err := s.ros.ref(c, local, cb)
 			if err != nil {
 				return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
 			}
 			if ref.Direct {
-				s.held[ref.Seq].lookups[caller] = batchKey{c, local}
+				s.buf.held[ref.Seq].lookups[caller] = batchKey{c, local}
 			}
 			return ref, nil
 		}
@@ -295,14 +302,14 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 		if s.finished {
 			return Ref{}, fmt.Errorf("lookup %s/%d: the producer has stopped: %w", name, local, ErrNotFound)
 		}
-		if c.deadlockMapped && (!s.stats.lingerBlocked || s.fits(s.stats.waitingFor)) {
-			s.endMappedDeadlocks()
+		if c.deadlockMapped && (!s.buf.stats.lingerBlocked || s.buf.fits(s.buf.stats.waitingFor)) {
+			s.ev.endMappedDeadlocks()
 			s.broadcast() // the producer may go on now
 		}
 		if c.deadlock != "" {
 			return Ref{}, fmt.Errorf("lookup %s/%d: %s: %w", name, local, c.deadlock, ErrDeadlock)
 		}
-		if err := s.waitFor(ctx, c); err != nil {
+		if err := s.ros.waitFor(ctx, c); err != nil {
 			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
 		}
 	}
@@ -311,26 +318,27 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 // decide starts c at its first lookup: one that set no subset reads all
 // of the data from here on, if that leaves every decided consumer's
 // batch within the buffer (else ErrDeadlock, and it stays undecided: it
-// may set a subset, or try again once others left). Callers hold s.mu.
-func (s *Store) decide(c *consumer) error {
+// may set a subset, or try again once others left). callers hold Store.mu.
+func (ro *roster) decide(c *consumer) error {
+	s := ro.s
 	if !c.decided && c.subset == nil && !s.cfg.Unordered {
-		if err := s.combinedNeed(c, nil); err != nil {
+		if err := s.dem.combinedNeed(c, nil); err != nil {
 			return fmt.Errorf("reading all %d samples: %w: %w", s.cfg.Samples, err, ErrDeadlock)
 		}
 	}
 	c.started = true
 	if !c.decided {
 		c.decided = true
-		if s.readable(c) {
-			s.wantsChanged()
+		if s.dem.readable(c) {
+			s.dem.wantsChanged()
 		} else {
-			s.settle(c)
+			s.dem.settle(c)
 		}
 	}
 	return nil
 }
 
-func (s *Store) isDone(c *consumer, j uint64) bool {
+func (ro *roster) isDone(c *consumer, j uint64) bool {
 	if j < c.low {
 		return true
 	}
@@ -338,15 +346,16 @@ func (s *Store) isDone(c *consumer, j uint64) bool {
 	return ok
 }
 
-// ref describes c's batch j. Callers hold s.mu.
-func (s *Store) ref(c *consumer, j uint64, cb cbatch) (Ref, error) {
+// ref describes c's batch j. callers hold Store.mu.
+func (ro *roster) ref(c *consumer, j uint64, cb cbatch) (Ref, error) {
+	s := ro.s
 	ref := Ref{Consumer: c.id, Local: j, Epoch: cb.epoch, Index: cb.index, Samples: int(cb.samples())}
 	var err error
-	if ref.Pieces, ref.Time, err = s.pieces(cb); err != nil {
+	if ref.Pieces, ref.Time, err = ro.pieces(cb); err != nil {
 		return Ref{}, err
 	}
 	if len(ref.Pieces) == 1 {
-		p, b := ref.Pieces[0], s.held[ref.Pieces[0].Seq]
+		p, b := ref.Pieces[0], s.buf.held[ref.Pieces[0].Seq]
 		if p.From == 0 && p.To == b.info.Samples && b.info.Epoch == cb.epoch && b.info.Index == cb.index {
 			ref.Direct, ref.Seq, ref.Size = true, b.seq, b.blob.Size()
 			return ref, nil
@@ -357,13 +366,14 @@ func (s *Store) ref(c *consumer, j uint64, cb cbatch) (Ref, error) {
 }
 
 // pieces are the runs of producer batches that make cb up, and when the
-// newest of them was published. Callers hold s.mu.
-func (s *Store) pieces(cb cbatch) ([]Piece, time.Time, error) {
+// newest of them was published. callers hold Store.mu.
+func (ro *roster) pieces(cb cbatch) ([]Piece, time.Time, error) {
+	s := ro.s
 	var pieces []Piece
 	var newest time.Time
 	for _, sp := range cb.spans() {
 		for x := sp.from; x < sp.to; {
-			b := s.batchAt(x)
+			b := s.buf.batchAt(x)
 			if b == nil {
 				return nil, newest, fmt.Errorf("sample %d no longer held: %w", x, ErrNotFound)
 			}
@@ -379,7 +389,8 @@ func (s *Store) pieces(cb cbatch) ([]Piece, time.Time, error) {
 }
 
 // waitFor is wait with the consumer's waiting state and time kept.
-func (s *Store) waitFor(ctx context.Context, c *consumer) error {
+func (ro *roster) waitFor(ctx context.Context, c *consumer) error {
+	s := ro.s
 	if c.waiting == 0 {
 		c.waitSince = time.Now()
 	}
@@ -397,7 +408,7 @@ func (s *Store) waitFor(ctx context.Context, c *consumer) error {
 func (s *Store) Pending(name string) ([]Ref, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.consumers[name]
+	c, ok := s.ros.consumers[name]
 	if !ok {
 		return nil, fmt.Errorf("list %s: %w", name, ErrNoConsumer)
 	}
@@ -406,42 +417,21 @@ func (s *Store) Pending(name string) ([]Ref, error) {
 	}
 	var refs []Ref
 	for j := c.low; ; j++ {
-		if s.pastTheEnd(c, j) {
+		if s.ros.pastTheEnd(c, j) {
 			break
 		}
-		cb, state := s.resolve(c, j)
+		cb, state := s.ros.resolve(c, j)
 		if state != known {
 			break
 		}
-		if s.isDone(c, j) {
+		if s.ros.isDone(c, j) {
 			continue
 		}
-		ref, err := s.ref(c, j, cb)
+		ref, err := s.ros.ref(c, j, cb)
 		if err != nil {
 			break
 		}
 		refs = append(refs, ref)
 	}
 	return refs, nil
-}
-
-// Unlink makes name give up its batch local: consumed now, or at the last
-// release if it has the batch open.
-func (s *Store) Unlink(name string, local uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.consumers[name]
-	if !ok {
-		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNoConsumer)
-	}
-	if c.evicted != "" {
-		return fmt.Errorf("unlink %s/%d: %s: %w", name, local, c.evicted, ErrEvicted)
-	}
-	if _, ok := c.batches.get(local); !ok || s.isDone(c, local) {
-		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNotFound)
-	}
-	if c.handles[local] == 0 {
-		s.consume(c, local)
-	}
-	return nil
 }

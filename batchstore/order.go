@@ -1,7 +1,6 @@
 package batchstore
 
 import (
-	"context"
 	"sort"
 )
 
@@ -75,52 +74,4 @@ func StitchOrder(prev []int, n int, splits map[int]int, keep, wanted func(index 
 		out[id] = outAt[min(max(pos, 0), len(prev))]
 	}
 	return order, out
-}
-
-// NeedUpTo blocks until some consumer needs order position from of
-// producer epoch e, then returns the end of the run of positions from
-// there that are needed now (at most epochLen): what an outside producer
-// should make next.
-func (s *Store) NeedUpTo(ctx context.Context, e, from, epochLen int) (int, error) {
-	if err := s.WaitNeed(ctx, e, from); err != nil {
-		return 0, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return min(s.needBound(e, epochLen), epochLen), nil
-}
-
-// needBound is the first position of epoch e (of epochLen) that no
-// consumer needs now: needed is true below it and false from it on.
-// Callers hold s.mu.
-func (s *Store) needBound(e, epochLen int) int {
-	if s.cfg.Epochs == 0 || e < s.cfg.Epochs {
-		return epochLen
-	}
-	bound := 0
-	for _, c := range s.consumers {
-		if !c.active() {
-			continue
-		}
-		// Its last epoch: producer epoch joinEpoch+Epochs-1, or, after a
-		// stitched first epoch, the one after; a stitched first epoch
-		// that is its only one ends at its split in joinEpoch+1.
-		last := c.joinEpoch + s.cfg.Epochs
-		partial := c.splitID != 0 && s.cfg.Epochs == 1
-		if c.splitID != 0 && !partial {
-			last++
-		}
-		switch {
-		case e < last:
-			return epochLen
-		case e == last && partial:
-			bpos, planned := s.epochs[e].boundaryOf(c.splitID)
-			if !planned {
-				return epochLen
-			}
-			b := s.cfg.BatchSize
-			bound = max(bound, (bpos+b-1)/b*b)
-		}
-	}
-	return bound
 }

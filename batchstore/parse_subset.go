@@ -16,7 +16,7 @@ type Dataset struct {
 	Len     int
 	Label   func(i int) int // nil: no labels (an ingest)
 	Classes []string        // class names by label; nil: none known
-	Seed    uint64          // --seed: folds are a partition drawn from it
+	Seed    uint64          // folds are a partition drawn from it
 }
 
 // ParseSubset reads what a consumer's subset file was given:

@@ -51,7 +51,7 @@ func (m *model) want() uint64 {
 }
 
 // TestRandomSchedules drives the store through random interleavings of
-// publish (batches of 1–3 samples, epochs of 11 samples, each planned as
+// publish (batches of 1–3 samples, epochs of 11 samples, each ordered as
 // the producer does), join (with batch sizes 1–4, at any point of an
 // epoch), leave, lookup, open, release and unlink, and checks after every
 // step: the buffer is never over its limit, no blob is freed while a
@@ -92,7 +92,7 @@ func runSchedule(t *testing.T, seed uint64) {
 			}
 			epoch := int(samples / epochLen)
 			if pos == 0 { // the producer's plan: each split's end stays where it was
-				s.PlanEpoch(epoch, func(in map[int]int, _ func(int) bool) map[int]int { return in })
+				s.FixOrder(epoch, func(in map[int]int, _ func(int) bool) map[int]int { return in })
 			}
 			blob := &fakeBlob{size: size}
 			idx := len(blobs)
@@ -108,7 +108,7 @@ func runSchedule(t *testing.T, seed uint64) {
 			if err := s.SetBatchSize(name, size); err != nil {
 				t.Fatal(err)
 			}
-			c := s.consumers[name]
+			c := s.ros.consumers[name]
 			models[name] = &model{size: size, sample: c.start, offset: uint64(c.joinPos), joinEpoch: c.joinEpoch}
 			if !c.startKnown {
 				models[name].sample = samples

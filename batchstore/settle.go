@@ -6,8 +6,8 @@ import (
 )
 
 // A consumer is undecided from its join until it sets a subset or reads:
-// until then it holds no plan back (a trial does mkdir, then writes its
-// subset; the few milliseconds between must not make the producer plan
+// until then it holds no epoch's order back (a trial does mkdir, then writes its
+// subset; the few milliseconds between must not make the producer order
 // for all of the data). Once decided it is settled: placed where its
 // subset can be read exactly and its first batch fits the buffer.
 
@@ -23,10 +23,10 @@ type drop struct{ pos, index int32 }
 func (s *Store) Wants(e, pos, index int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.deciding = true
-	m := s.mark(e)
+	s.dem.deciding = true
+	m := s.dem.mark(e)
 	m.decided = max(m.decided, pos+1)
-	w, some := s.wantCache(e)
+	w, some := s.dem.wantCache(e)
 	if !some || w == nil || w.Has(index) {
 		return true
 	}
@@ -38,11 +38,11 @@ func (s *Store) Wants(e, pos, index int) bool {
 // position pos: the positions the producer did not pass over. A split's
 // boundary is an order position; the samples published before it are
 // fewer by what was passed over, which may be anyone's samples (another
-// consumer left after the plan). Known once Wants has ruled on every
+// consumer left after the order was fixed). Known once Wants has ruled on every
 // position below pos; a producer that never asks Wants (an outside one)
-// passes over nothing. Callers hold s.mu.
-func (s *Store) samplesBefore(m *epochMark, pos int) (int, bool) {
-	if s.deciding && m.decided < pos {
+// passes over nothing. callers hold Store.mu.
+func (dm *demand) samplesBefore(m *epochMark, pos int) (int, bool) {
+	if dm.deciding && m.decided < pos {
 		return 0, false
 	}
 	passed := sort.Search(len(m.drops), func(k int) bool { return int(m.drops[k].pos) >= pos })
@@ -50,44 +50,46 @@ func (s *Store) samplesBefore(m *epochMark, pos int) (int, bool) {
 }
 
 // wantCache is wantedIn(e), kept until the consumers' wants change: the
-// producer asks for every sample. Callers hold s.mu.
-func (s *Store) wantCache(e int) (*Subset, bool) {
-	k := &s.wants
-	if !k.valid || k.epoch != e || k.gen != s.wantGen {
-		k.sub, k.some = s.wantedIn(e)
-		k.epoch, k.gen, k.valid = e, s.wantGen, true
+// producer asks for every sample. callers hold Store.mu.
+func (dm *demand) wantCache(e int) (*Subset, bool) {
+	k := &dm.wants
+	if !k.valid || k.epoch != e || k.gen != dm.wantGen {
+		k.sub, k.some = dm.wantedIn(e)
+		k.epoch, k.gen, k.valid = e, dm.wantGen, true
 	}
 	return k.sub, k.some
 }
 
 // wantsChanged says a consumer joined, left, decided, moved or changed
-// its subset. Callers hold s.mu.
-func (s *Store) wantsChanged() { s.wantGen++ }
+// its subset. callers hold Store.mu.
+func (dm *demand) wantsChanged() { dm.wantGen++ }
 
 // wantedIn is what the decided consumers that read producer epoch e want
 // together (nil: everything; empty: nothing), and whether any consumer
 // still reading is decided at all: while none is, everything is made (a
 // mount fills its buffer before anyone joins, and again once all have
-// read their epochs). Callers hold s.mu.
-func (s *Store) wantedIn(e int) (*Subset, bool) {
-	return s.wantedBy(func(c *consumer) bool { return c.joinEpoch <= e })
+// read their epochs). callers hold Store.mu.
+func (dm *demand) wantedIn(e int) (*Subset, bool) {
+	return dm.wantedBy(func(c *consumer) bool { return c.joinEpoch <= e })
 }
 
 // holdsBack: c is decided, active and not past its last epoch, so what
-// it wants is made. Callers hold s.mu.
-func (s *Store) holdsBack(c *consumer) bool {
-	return c.decided && c.active() && !s.pastTheEnd(c, c.low)
+// it wants is made. callers hold Store.mu.
+func (dm *demand) holdsBack(c *consumer) bool {
+	s := dm.s
+	return c.decided && c.active() && !s.ros.pastTheEnd(c, c.low)
 }
 
 // wantedBy is what the consumers that hold back and that in picks want
 // together, now and from their next epochs (nil: everything; empty:
 // nothing), and whether any consumer holds back at all. Callers hold
 // s.mu.
-func (s *Store) wantedBy(in func(*consumer) bool) (*Subset, bool) {
+func (dm *demand) wantedBy(in func(*consumer) bool) (*Subset, bool) {
+	s := dm.s
 	u := &Subset{form: "none"}
 	some := false
-	for _, c := range s.consumers {
-		if !s.holdsBack(c) {
+	for _, c := range s.ros.consumers {
+		if !dm.holdsBack(c) {
 			continue
 		}
 		some = true
@@ -105,57 +107,60 @@ func (s *Store) wantedBy(in func(*consumer) bool) (*Subset, bool) {
 // exactly and its first batch fits: as if it joined now (at the oldest
 // batch held), else at the newest published batch (a split: the rest of
 // this epoch then the part it missed), else at the start of the next
-// producer epoch not planned yet, which will hold what it wants. The
-// earliest that works wins. Callers hold s.mu.
-func (s *Store) settle(c *consumer) {
+// producer epoch not ordered yet, which will hold what it wants. The
+// earliest that works wins. callers hold Store.mu.
+func (dm *demand) settle(c *consumer) {
+	s := dm.s
 	// A listing (Pending) may have computed batches where c was placed
 	// before: they are not where it starts now.
 	c.batches = batchList{}
-	s.wantsChanged()
-	delete(s.splits, c.id)
-	s.place(c)
-	if s.readable(c) {
-		s.passBefore(c)
+	dm.wantsChanged()
+	delete(s.ros.splits, c.id)
+	s.ros.place(c)
+	if dm.readable(c) {
+		dm.passBefore(c)
 		return
 	}
-	delete(s.splits, c.id)
-	if e, ok := s.head(); ok && !s.cfg.JoinAtEpoch && !s.cfg.Unordered {
-		m := s.epochs[e]
-		s.placeSplit(c, e, m.outputSoFar, m.lastEndPos, s.samples)
-		if s.readable(c) {
-			s.passBefore(c)
+	delete(s.ros.splits, c.id)
+	if e, ok := dm.head(); ok && !s.cfg.JoinAtEpoch && !s.cfg.Unordered {
+		m := dm.epochs[e]
+		s.ros.placeSplit(c, e, m.outputSoFar, m.lastEndPos, s.buf.samples)
+		if dm.readable(c) {
+			dm.passBefore(c)
 			return
 		}
-		delete(s.splits, c.id)
+		delete(s.ros.splits, c.id)
 	}
-	s.placeAligned(c, s.planned+1)
-	s.passBefore(c)
+	s.ros.placeAligned(c, dm.ordered+1)
+	dm.passBefore(c)
 }
 
 // head is the producer epoch being published, if one is under way that
 // a consumer can still join in.
-func (s *Store) head() (int, bool) {
-	e := s.currentEpoch()
-	m := s.epochs[e]
-	if m == nil || !m.started || m.ended || e > s.planned {
+func (dm *demand) head() (int, bool) {
+	s := dm.s
+	e := s.ros.currentEpoch()
+	m := dm.epochs[e]
+	if m == nil || !m.started || m.ended || e > dm.ordered {
 		return 0, false
 	}
 	return e, true
 }
 
-// readable: every producer epoch c would read that is planned holds all
-// of its subset (no plan left it out, no sample of it was passed over
+// readable: every producer epoch c would read that is ordered holds all
+// of its subset (no epoch's order left it out, no sample of it was passed over
 // after c's start), and its first batch fits the buffer. Callers hold
 // s.mu.
-func (s *Store) readable(c *consumer) bool {
+func (dm *demand) readable(c *consumer) bool {
+	s := dm.s
 	from := 0
 	if c.splitID != 0 {
-		if sp := s.splits[c.id]; sp != nil {
+		if sp := s.ros.splits[c.id]; sp != nil {
 			from = sp.pos
 		}
 	}
-	for e := c.joinEpoch; e <= s.planned; e++ {
-		m := s.epochs[e]
+	for e := c.joinEpoch; e <= dm.ordered; e++ {
+		m := dm.epochs[e]
 		if m == nil {
 			continue
 		}
@@ -168,24 +173,26 @@ func (s *Store) readable(c *consumer) bool {
 			}
 		}
 	}
-	return s.firstBatchFits(c)
+	return dm.firstBatchFits(c)
 }
 
 // passBefore marks what c starts after as passed: batches kept for the
-// first joiner may go. Callers hold s.mu.
-func (s *Store) passBefore(c *consumer) {
-	for _, b := range s.held {
+// first joiner may go. callers hold Store.mu.
+func (dm *demand) passBefore(c *consumer) {
+	s := dm.s
+	for _, b := range s.buf.held {
 		if (c.startKnown && b.end() <= c.start) || (!c.startKnown && b.info.Epoch < c.joinEpoch) {
 			b.passed = true
 		}
 	}
-	s.freeWhatWeCan()
+	s.buf.freeWhatWeCan()
 }
 
 // capacity is how many full producer batches the buffer holds; 0 where
 // that is not known yet.
-func (s *Store) capacity() int64 {
-	if full := s.fullBatchBytes(); full > 0 {
+func (bf *buffer) capacity() int64 {
+	s := bf.s
+	if full := bf.fullBatchBytes(); full > 0 {
 		return s.cfg.Limit / full
 	}
 	return 0
@@ -194,7 +201,8 @@ func (s *Store) capacity() int64 {
 // spans estimates how many producer batches a batch of size samples of
 // sub spans in a stream of wanted samples: they are held together until
 // it is read. Two more for where its samples fall.
-func (s *Store) spans(size int, sub *Subset, wanted int) int64 {
+func (dm *demand) spans(size int, sub *Subset, wanted int) int64 {
+	s := dm.s
 	if sub == nil || sub.Len() == 0 {
 		return int64(size)/int64(max(s.cfg.BatchSize, 1)) + 2
 	}
@@ -203,16 +211,17 @@ func (s *Store) spans(size int, sub *Subset, wanted int) int64 {
 
 // firstBatchFits: c's first batch, counted through what is held from its
 // start and estimated past it, spans no more producer batches than the
-// buffer holds. Callers hold s.mu.
-func (s *Store) firstBatchFits(c *consumer) bool {
-	capacity := s.capacity()
+// buffer holds. callers hold Store.mu.
+func (dm *demand) firstBatchFits(c *consumer) bool {
+	s := dm.s
+	capacity := s.buf.capacity()
 	if c.subset == nil || capacity == 0 {
 		return true
 	}
 	found, walked := 0, int64(0)
 	if c.startKnown {
-		for _, seq := range s.heldSeqs() {
-			b := s.held[seq]
+		for _, seq := range s.buf.heldSeqs() {
+			b := s.buf.held[seq]
 			if b.end() <= c.start || len(b.info.Indices) != b.info.Samples {
 				continue
 			}
@@ -227,15 +236,16 @@ func (s *Store) firstBatchFits(c *consumer) bool {
 			}
 		}
 	}
-	w, some := s.wantedIn(c.joinEpoch)
+	w, some := dm.wantedIn(c.joinEpoch)
 	if !some {
 		w = nil // all is made
 	}
-	return walked+s.spans(c.batchSize-found, c.subset, s.sizeOf(union(w, c.subset))) <= capacity
+	return walked+dm.spans(c.batchSize-found, c.subset, dm.sizeOf(union(w, c.subset))) <= capacity
 }
 
 // sizeOf is how many samples sub holds; all of them for nil.
-func (s *Store) sizeOf(sub *Subset) int {
+func (dm *demand) sizeOf(sub *Subset) int {
+	s := dm.s
 	if sub == nil {
 		return s.cfg.Samples
 	}
@@ -245,28 +255,29 @@ func (s *Store) sizeOf(sub *Subset) int {
 // combinedNeed refuses to let c read sub when a batch of some decided
 // consumer (c included) would then span more producer batches than the
 // buffer holds: what all of them want together is what the producer
-// makes. Callers hold s.mu.
-func (s *Store) combinedNeed(c *consumer, sub *Subset) error {
-	capacity := s.capacity()
+// makes. callers hold Store.mu.
+func (dm *demand) combinedNeed(c *consumer, sub *Subset) error {
+	s := dm.s
+	capacity := s.buf.capacity()
 	if capacity == 0 {
 		return nil
 	}
-	others, some := s.wantedBy(func(o *consumer) bool { return o != c })
+	others, some := dm.wantedBy(func(o *consumer) bool { return o != c })
 	all := sub
 	if some {
 		all = union(others, sub)
 	}
-	wanted := s.sizeOf(all)
-	if n := s.spans(c.batchSize, sub, wanted); sub != nil && n > capacity {
-		return fmt.Errorf("%d samples of the %d wanted: a batch of %d of them spans about %d producer batches, and the buffer holds %d (raise --buffer, lower batch_size or widen the subset)",
-			s.sizeOf(sub), wanted, c.batchSize, n, capacity)
+	wanted := dm.sizeOf(all)
+	if n := dm.spans(c.batchSize, sub, wanted); sub != nil && n > capacity {
+		return fmt.Errorf("%d samples of the %d wanted: a batch of %d of them spans about %d producer batches, and the buffer holds %d (raise the buffer size, lower batch_size or widen the subset)",
+			dm.sizeOf(sub), wanted, c.batchSize, n, capacity)
 	}
-	for _, o := range s.consumers {
-		if o == c || o.subset == nil || !s.holdsBack(o) {
+	for _, o := range s.ros.consumers {
+		if o == c || o.subset == nil || !dm.holdsBack(o) {
 			continue
 		}
-		if n := s.spans(o.batchSize, o.subset, wanted); n > capacity {
-			return fmt.Errorf("%d samples wanted with it: a batch of %d of %s's %d would span about %d producer batches, and the buffer holds %d (raise --buffer, or narrow this one's subset)",
+		if n := dm.spans(o.batchSize, o.subset, wanted); n > capacity {
+			return fmt.Errorf("%d samples wanted with it: a batch of %d of %s's %d would span about %d producer batches, and the buffer holds %d (raise the buffer size, or narrow this one's subset)",
 				wanted, o.batchSize, o.name, o.subset.Len(), n, capacity)
 		}
 	}

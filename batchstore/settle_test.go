@@ -39,7 +39,7 @@ func TestUndecidedConsumersHoldNoPlanBack(t *testing.T) {
 	const n = 40
 	s := New(Config{Limit: 1000, BatchSize: 4, Samples: n, SizeOf: func(k int) int64 { return int64(10 * k) }})
 	defer s.Close()
-	s.PlanEpoch(0, func(in map[int]int, _ func(int) bool) map[int]int { return in })
+	s.FixOrder(0, func(in map[int]int, _ func(int) bool) map[int]int { return in })
 	if !s.Wants(0, 0, 7) {
 		t.Error("with nobody joined, the buffer fills with everything")
 	}
@@ -111,7 +111,7 @@ func TestAStuckSparseConsumerGetsAShortBatch(t *testing.T) {
 	if err := s.SetSubset("sparse", subsetOf(t, "two", n, func(i int) bool { return i == 0 || i == 12 })); err != nil {
 		t.Fatal(err)
 	}
-	s.PlanEpoch(0, func(in map[int]int, _ func(int) bool) map[int]int { return in })
+	s.FixOrder(0, func(in map[int]int, _ func(int) bool) map[int]int { return in })
 	publishIndices(t, s, 0, 0, 0, 0, 1, 2, 3)
 	publishIndices(t, s, 0, 1, 4, 4, 5, 6, 7)
 	waiting := make(chan error, 1)
@@ -159,10 +159,10 @@ func TestReadingEverythingBesideASparseSubsetIsRefusedAtOnce(t *testing.T) {
 	gone, cancel := context.WithCancel(context.Background())
 	cancel() // refused before any wait
 	_, err := s.Lookup(gone, "all", 0, 1)
-	if !errors.Is(err, ErrDeadlock) || !strings.Contains(err.Error(), "sparse") || !strings.Contains(err.Error(), "raise --buffer") {
+	if !errors.Is(err, ErrDeadlock) || !strings.Contains(err.Error(), "sparse") || !strings.Contains(err.Error(), "raise the buffer size") {
 		t.Fatalf("lookup: %v, want EDEADLK naming sparse and the fix", err)
 	}
-	if w, _ := s.wantedIn(0); w == nil {
+	if w, _ := s.dem.wantedIn(0); w == nil {
 		t.Error("the refused reader widened the plan to everything")
 	}
 }
@@ -179,7 +179,7 @@ func TestAStitchedEpochEndsAtItsSamplesNotItsPositions(t *testing.T) {
 	s := New(Config{Limit: 10000, BatchSize: 4, Samples: n, Epochs: 3, SizeOf: func(k int) int64 { return int64(10 * k) }})
 	defer s.Close()
 	identity := func(in map[int]int, _ func(int) bool) map[int]int { return in }
-	s.PlanEpoch(0, identity)
+	s.FixOrder(0, identity)
 	mustJoin(t, s, "all")
 	if err := s.SetSubset("all", nil); err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestAStitchedEpochEndsAtItsSamplesNotItsPositions(t *testing.T) {
 	// Epoch 1: what "even" missed (positions 0-3 of epoch 0) first, as
 	// the producer stitches it: 3 1 2 0, then the rest.
 	var split map[int]int
-	s.PlanEpoch(1, func(in map[int]int, _ func(int) bool) map[int]int {
+	s.FixOrder(1, func(in map[int]int, _ func(int) bool) map[int]int {
 		split = in
 		out := map[int]int{}
 		for id := range in {

@@ -82,26 +82,26 @@ func (s *Store) Snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := Snapshot{
-		Limit: s.cfg.Limit, Used: s.used, Reserved: s.reserved, Held: len(s.held),
-		Published: s.stats.published, Freed: s.stats.freed,
-		PublishedBytes: s.stats.publishedBytes, SamplesPublished: s.samples,
-		Finished: s.finished, ProducerWaiting: s.stats.producerWaiting, ProducerIdle: s.stats.producerIdle,
-		ProducerWaits: s.stats.producerWaits, ProducerWait: s.stats.producerWait,
-		FreeErrors: s.stats.freeErrors, Uptime: time.Since(s.start), Unwatched: s.unwatched,
-		Lingering: -1, LingerBlocked: s.stats.lingerBlocked,
+		Limit: s.cfg.Limit, Used: s.buf.used, Reserved: s.buf.reserved, Held: len(s.buf.held),
+		Published: s.buf.stats.published, Freed: s.buf.stats.freed,
+		PublishedBytes: s.buf.stats.publishedBytes, SamplesPublished: s.buf.samples,
+		Finished: s.finished, ProducerWaiting: s.buf.stats.producerWaiting, ProducerIdle: s.buf.stats.producerIdle,
+		ProducerWaits: s.buf.stats.producerWaits, ProducerWait: s.buf.stats.producerWait,
+		FreeErrors: s.buf.stats.freeErrors, Uptime: time.Since(s.start), Unwatched: s.ros.unwatched,
+		Lingering: -1, LingerBlocked: s.buf.stats.lingerBlocked,
 	}
 	if s.cfg.Lingering != nil {
 		snap.Lingering = s.cfg.Lingering()
-		s.lingering = max(snap.Lingering, 0)
+		s.buf.lingering = max(snap.Lingering, 0)
 	}
 	if s.failure != nil {
 		snap.Failure = s.failure.Error()
 	}
-	if s.stats.lastFreeError != nil {
-		snap.LastFreeError = s.stats.lastFreeError.Error()
+	if s.buf.stats.lastFreeError != nil {
+		snap.LastFreeError = s.buf.stats.lastFreeError.Error()
 	}
-	for _, c := range s.consumers {
-		snap.Consumers = append(snap.Consumers, s.consumerSnapshot(c))
+	for _, c := range s.ros.consumers {
+		snap.Consumers = append(snap.Consumers, s.ros.consumerSnapshot(c))
 	}
 	sort.Slice(snap.Consumers, func(i, j int) bool { return snap.Consumers[i].Name < snap.Consumers[j].Name })
 	return snap
@@ -111,21 +111,22 @@ func (s *Store) Snapshot() Snapshot {
 func (s *Store) ConsumerSnapshot(name string) (ConsumerSnapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.consumers[name]
+	c, ok := s.ros.consumers[name]
 	if !ok {
 		return ConsumerSnapshot{}, ErrNoConsumer
 	}
-	return s.consumerSnapshot(c), nil
+	return s.ros.consumerSnapshot(c), nil
 }
 
-func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
+func (ro *roster) consumerSnapshot(c *consumer) ConsumerSnapshot {
+	s := ro.s
 	cs := ConsumerSnapshot{
-		Name: c.name, LastPublished: s.stats.lastPublish, JoinedEpoch: c.joinEpoch, JoinedPos: c.joinPos, Stitched: c.splitID != 0,
+		Name: c.name, LastPublished: s.buf.stats.lastPublish, JoinedEpoch: c.joinEpoch, JoinedPos: c.joinPos, Stitched: c.splitID != 0,
 		BatchSize: c.batchSize, ShortBatches: c.shortBatches, Position: c.low, Epoch: c.lastEpoch, EpochSamples: c.epochSamples,
 		BatchesRead: c.batchesRead, SamplesRead: c.samplesRead, BytesRead: c.bytesRead,
 		OpenBatches: len(c.handles), Waiting: c.waiting > 0, WaitTotal: c.waitTotal,
 		Age:      time.Since(c.joined),
-		Done:     s.pastTheEnd(c, c.low),
+		Done:     ro.pastTheEnd(c, c.low),
 		Evicted:  c.evicted,
 		Deadlock: c.deadlock,
 		Caller:   c.caller,
@@ -143,8 +144,8 @@ func (s *Store) consumerSnapshot(c *consumer) ConsumerSnapshot {
 	if cs.LastPublished.IsZero() {
 		cs.LastPublished = s.start
 	}
-	for _, b := range s.held {
-		if s.needs(c, b) {
+	for _, b := range s.buf.held {
+		if ro.needs(c, b) {
 			cs.Lag++
 			cs.LagBytes += b.blob.Size()
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 )
@@ -46,7 +45,7 @@ type Config struct {
 	// Samples in the dataset: bounds the batch numbers that can exist.
 	Samples int
 	// JoinAtEpoch makes consumers wait for the next producer epoch
-	// instead of joining mid-epoch (--join epoch).
+	// instead of joining mid-epoch.
 	JoinAtEpoch bool
 	// SizeOf is the size of a batch file of n samples, where the format
 	// fixes it (the built-in producer's). Nil when it depends on the
@@ -66,81 +65,40 @@ type Config struct {
 	// when a mapping goes. Negative: the backing cannot tell. Nil: nothing
 	// lingers.
 	Lingering func() int64
-	// Unordered: the producer owns the order (ingest without --samples).
+	// Unordered: the producer owns the order (an ingest that was given no sample count).
 	// A consumer joins at the oldest held batch and its epochs end where
 	// the producer's do; nothing is stitched.
 	Unordered bool
 }
 
 // Store is the bounded buffer. The zero value is not usable; call New.
+//
+// One mutex, mu, guards everything below and in the four parts; a method
+// of a part is called with it held, and only Store's exported methods
+// take it. The parts split the state by concern, each in its own files:
+//
+//   - buf (buffer.go): the held batches, their bytes, reservations,
+//     freeing and lingering memory: what the producer waits on.
+//   - ros (roster.go, placement.go, lookup.go, lease.go, subset.go): the
+//     consumers, where each is placed, the batches it resolves to, its
+//     leases.
+//   - dem (demand.go, settle.go, order.go): the epochs' orders and what
+//     the producer is asked to make: demand flowing against the data.
+//   - ev (evict.go): the watch that evicts or fails consumers that
+//     cannot progress.
 type Store struct {
-	mu        sync.Mutex
-	cfg       Config
-	used      int64 // bytes of held batches
-	reserved  int64 // bytes promised to the producer, not yet published
-	lingering int64 // Config.Lingering as last read
-	nextSeq   uint64
-	samples   uint64 // samples published: the next batch's first sample
-	finished  bool   // the producer will publish nothing more
-	failure   error  // the producer stopped on this error: nothing more comes
-	closed    bool
-	held      map[uint64]*batch
-	epochs    map[int]*epochMark
-	planned   int  // the latest producer epoch whose order is fixed, -1 before any
-	deciding  bool // the producer asks Wants of each position (the built-in one does)
-	splits    map[int]*split
-	nextID    int
-	consumers map[string]*consumer
-	changed   chan struct{} // closed and replaced on every change: a broadcast
-	stats     storeStats
-	start     time.Time
-	unwatched time.Time // since when no consumer is active; zero while one is
-	wantGen   uint64    // bumped when the consumers' wants change (settle.go)
-	wants     wantsCache
-}
+	mu       sync.Mutex
+	cfg      Config
+	finished bool  // the producer will publish nothing more
+	failure  error // the producer stopped on this error: nothing more comes
+	closed   bool
+	changed  chan struct{} // closed and replaced on every change: a broadcast
+	start    time.Time
 
-// wantsCache is what the decided consumers of one epoch want, as of
-// wantGen.
-type wantsCache struct {
-	valid bool
-	epoch int
-	gen   uint64
-	sub   *Subset
-	some  bool
-}
-
-type storeStats struct {
-	published, freed       uint64
-	publishedBytes         int64
-	largest                int64 // the largest batch published
-	producerWaits          uint64
-	producerWaiting        bool
-	lingerBlocked          bool  // the producer waits only for lingering memory
-	waitingFor             int64 // the bytes the waiting producer needs
-	producerIdle           bool  // no consumer needs more samples
-	producerWait           time.Duration
-	freeErrors             uint64
-	lastFreeError          error
-	lastPublish, lastFreed time.Time
-}
-
-type batch struct {
-	seq     uint64
-	info    Info
-	first   uint64    // global number of its first sample
-	at      time.Time // when it was published
-	blob    Blob
-	leases  int                   // open leases, all consumers together
-	passed  bool                  // some consumer has consumed past it
-	lookups map[CallerID]batchKey // who looked it up last, per caller
-}
-
-func (b *batch) end() uint64 { return b.first + uint64(b.info.Samples) }
-
-// batchKey names one consumer's batch.
-type batchKey struct {
-	c *consumer
-	j uint64
+	buf buffer
+	ros roster
+	dem demand
+	ev  evictor
 }
 
 // MaxBatchSize bounds every batch size, the producer's and consumers':
@@ -164,54 +122,29 @@ func New(cfg Config) *Store {
 			return sizeOf(n)
 		}
 	}
-	return &Store{
-		cfg:       cfg,
-		held:      make(map[uint64]*batch),
-		epochs:    make(map[int]*epochMark),
-		planned:   -1,
-		splits:    make(map[int]*split),
-		consumers: make(map[string]*consumer),
-		changed:   make(chan struct{}),
-		start:     time.Now(),
-		unwatched: time.Now(),
+	s := &Store{
+		cfg:     cfg,
+		changed: make(chan struct{}),
+		start:   time.Now(),
 	}
-}
-
-// noteWatchers keeps unwatched: zero while some consumer is active, else
-// since when none is. Callers hold s.mu.
-func (s *Store) noteWatchers() {
-	for _, c := range s.consumers {
-		if c.active() {
-			s.unwatched = time.Time{}
-			return
-		}
-	}
-	if s.unwatched.IsZero() {
-		s.unwatched = time.Now()
-	}
+	s.buf = buffer{s: s, held: make(map[uint64]*batch)}
+	s.ros = roster{s: s, consumers: make(map[string]*consumer), splits: make(map[int]*split), unwatched: time.Now()}
+	s.dem = demand{s: s, epochs: make(map[int]*epochMark), ordered: -1}
+	s.ev = evictor{s: s}
+	return s
 }
 
 // Limit is the buffer size in bytes.
 func (s *Store) Limit() int64 { return s.cfg.Limit }
 
-// fullBatchBytes is the size of one full producer batch: what the format
-// says, or the largest published so far. Callers hold s.mu.
-func (s *Store) fullBatchBytes() int64 {
-	n := s.stats.largest
-	if s.cfg.SizeOf != nil {
-		n = max(n, s.cfg.SizeOf(s.cfg.BatchSize))
-	}
-	return n
-}
-
-// broadcast wakes every waiter; callers hold s.mu.
+// broadcast wakes every waiter; callers hold Store.mu.
 func (s *Store) broadcast() {
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
 
 // wait releases s.mu until the next change or until ctx is done. It
-// returns ErrInterrupted when ctx is done first. Callers hold s.mu.
+// returns ErrInterrupted when ctx is done first. callers hold Store.mu.
 func (s *Store) wait(ctx context.Context) error {
 	ch := s.changed
 	s.mu.Unlock()
@@ -222,37 +155,6 @@ func (s *Store) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ErrInterrupted
 	}
-}
-
-// lingerPoll is how often a producer kept waiting by lingering memory
-// looks again: a reader's munmap sends no event.
-const lingerPoll = 20 * time.Millisecond
-
-// fits says whether size more bytes fit the buffer, lingering memory
-// included; it reads Config.Lingering afresh (syscalls) only where that
-// can change the answer. Callers hold s.mu.
-func (s *Store) fits(size int64) bool {
-	if s.used+s.reserved+size > s.cfg.Limit {
-		return false
-	}
-	if s.cfg.Lingering != nil {
-		s.lingering = max(s.cfg.Lingering(), 0)
-	}
-	return s.used+s.reserved+s.lingering+size <= s.cfg.Limit
-}
-
-// waitOrPoll is wait, bounded by lingerPoll while memory lingers.
-// Callers hold s.mu.
-func (s *Store) waitOrPoll(ctx context.Context) error {
-	if s.lingering == 0 {
-		return s.wait(ctx)
-	}
-	poll, cancel := context.WithTimeout(ctx, lingerPoll)
-	defer cancel()
-	if err := s.wait(poll); err != nil && ctx.Err() != nil {
-		return err
-	}
-	return nil
 }
 
 // Finish says the producer will publish nothing more: waiters past the
@@ -298,88 +200,18 @@ func (s *Store) Shutdown() {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed && len(s.held) == 0 {
+	if s.closed && len(s.buf.held) == 0 {
 		return nil
 	}
 	s.closed = true
 	var errs []error
-	for seq, b := range s.held {
+	for seq, b := range s.buf.held {
 		if err := b.blob.Free(); err != nil {
 			errs = append(errs, fmt.Errorf("free batch %d: %w", seq, err))
 		}
-		delete(s.held, seq)
+		delete(s.buf.held, seq)
 	}
-	s.used = 0
+	s.buf.used = 0
 	s.broadcast()
 	return errors.Join(errs...)
-}
-
-// oldestHeld is the lowest sequence number still in memory, or nextSeq.
-func (s *Store) oldestHeld() uint64 {
-	oldest := s.nextSeq
-	for seq := range s.held {
-		if seq < oldest {
-			oldest = seq
-		}
-	}
-	return oldest
-}
-
-// heldSeqs lists held sequence numbers in order.
-func (s *Store) heldSeqs() []uint64 {
-	seqs := make([]uint64, 0, len(s.held))
-	for seq := range s.held {
-		seqs = append(seqs, seq)
-	}
-	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-	return seqs
-}
-
-// maybeFree frees b if nobody needs it any more: no active consumer will
-// read it, someone did, and no lease is open on it. Callers hold s.mu.
-func (s *Store) maybeFree(b *batch) {
-	if b.leases > 0 || !b.passed || s.neededByAnyone(b) {
-		return
-	}
-	if _, ok := s.held[b.seq]; !ok {
-		return
-	}
-	delete(s.held, b.seq)
-	s.used -= b.blob.Size()
-	s.stats.freed++
-	s.stats.lastFreed = time.Now()
-	// A failed free leaks memory but loses no data: report it in status
-	// and carry on, the producer must not stall on it.
-	if err := b.blob.Free(); err != nil {
-		s.stats.freeErrors++
-		s.stats.lastFreeError = fmt.Errorf("free batch %d: %w", b.seq, err)
-	}
-	s.broadcast()
-}
-
-// freeWhatWeCan runs maybeFree over every held batch. Callers hold s.mu.
-func (s *Store) freeWhatWeCan() {
-	for _, b := range s.held {
-		s.maybeFree(b)
-	}
-}
-
-// neededByAnyone: some active consumer has samples of b still to read.
-func (s *Store) neededByAnyone(b *batch) bool {
-	for _, c := range s.consumers {
-		if s.needs(c, b) {
-			return true
-		}
-	}
-	return false
-}
-
-// batchAt finds the held batch holding sample x, or nil.
-func (s *Store) batchAt(x uint64) *batch {
-	for _, b := range s.held {
-		if b.first <= x && x < b.end() {
-			return b
-		}
-	}
-	return nil
 }

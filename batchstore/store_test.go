@@ -361,7 +361,7 @@ func TestCloseFreesAndWakes(t *testing.T) {
 func TestJoinerStartsAtTheOldestWholeEpoch(t *testing.T) {
 	s := New(Config{Limit: 1000, BatchSize: 1, Epochs: 2, Samples: 2})
 	for e := range 3 {
-		s.PlanEpoch(e, func(map[int]int, func(int) bool) map[int]int { return nil })
+		s.FixOrder(e, func(map[int]int, func(int) bool) map[int]int { return nil })
 		for i := range 2 {
 			r, err := s.Reserve(context.Background(), 10)
 			if err != nil {

@@ -91,9 +91,9 @@ func union(a, b *Subset) *Subset {
 
 // SetSubset makes sub what name trains on (nil: everything). Before its
 // first read it applies at once: a consumer whose start the producer has
-// planned without all of sub starts at the next producer epoch instead,
+// ordered without all of sub starts at the next producer epoch instead,
 // which will hold it. Later it applies from the first of its own epochs
-// that starts in a producer epoch not planned yet, so that every epoch of
+// that starts in a producer epoch not ordered yet, so that every epoch of
 // it is exact: the one under way keeps the subset it began with. A
 // subset is refused where batches carry no dataset indices (an unordered
 // ingest), and where a batch of it would span more producer batches
@@ -101,21 +101,21 @@ func union(a, b *Subset) *Subset {
 func (s *Store) SetSubset(name string, sub *Subset) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.consumers[name]
+	c, ok := s.ros.consumers[name]
 	if !ok {
 		return fmt.Errorf("subset of %s: %w", name, ErrNoConsumer)
 	}
 	if sub != nil {
-		if err := s.checkSubset(c, sub); err != nil {
+		if err := s.ros.checkSubset(c, sub); err != nil {
 			return fmt.Errorf("subset %s of %s: %w", sub.Form(), name, err)
 		}
 	}
 	if !c.started {
 		c.subset, c.pending, c.decided = sub, nil, true
-		s.settle(c)
+		s.dem.settle(c)
 	} else {
-		s.setNext(c, sub)
-		s.wantsChanged()
+		s.ros.setNext(c, sub)
+		s.dem.wantsChanged()
 	}
 	s.broadcast()
 	return nil
@@ -126,7 +126,7 @@ func (s *Store) SetSubset(name string, sub *Subset) error {
 func (s *Store) RefusedSubset(name string, why error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.consumers[name]; ok {
+	if c, ok := s.ros.consumers[name]; ok {
 		c.subsetRefused = why.Error()
 	}
 }
@@ -139,15 +139,16 @@ func (s *Store) GrowSamples(n int) {
 	s.cfg.Samples = max(s.cfg.Samples, n)
 }
 
-// checkSubset refuses a subset the stream cannot serve c. Callers hold s.mu.
-func (s *Store) checkSubset(c *consumer, sub *Subset) error {
+// checkSubset refuses a subset the stream cannot serve c. callers hold Store.mu.
+func (ro *roster) checkSubset(c *consumer, sub *Subset) error {
+	s := ro.s
 	if s.cfg.Unordered {
-		return fmt.Errorf("an unordered ingest (no --samples) has no dataset indices to pick by: %w", ErrBadSubset)
+		return fmt.Errorf("an unordered ingest (no sample count) has no dataset indices to pick by: %w", ErrBadSubset)
 	}
 	if s.cfg.Samples > 0 && len(sub.words) > (s.cfg.Samples+63)/64 {
 		return fmt.Errorf("made for another dataset size than %d: %w", s.cfg.Samples, ErrBadSubset)
 	}
-	if err := s.combinedNeed(c, sub); err != nil {
+	if err := s.dem.combinedNeed(c, sub); err != nil {
 		return fmt.Errorf("%w: %w", err, ErrBadSubset)
 	}
 	return nil
@@ -164,8 +165,9 @@ func firstProducerEpoch(c *consumer, k int) int {
 }
 
 // setNext makes sub c's subset from its first own epoch that starts in a
-// producer epoch not planned yet. Callers hold s.mu.
-func (s *Store) setNext(c *consumer, sub *Subset) {
+// producer epoch not ordered yet. callers hold Store.mu.
+func (ro *roster) setNext(c *consumer, sub *Subset) {
+	s := ro.s
 	k := 0
 	if last, ok := c.batches.last(); ok {
 		k = last.epoch + 1
@@ -173,15 +175,15 @@ func (s *Store) setNext(c *consumer, sub *Subset) {
 	for len(c.pending) > 0 && c.pending[0].from < k { // in effect
 		c.subset, c.pending = c.pending[0].sub, c.pending[1:]
 	}
-	// A pending change no planned producer epoch is bound to yet is
+	// A pending change no ordered producer epoch is bound to yet is
 	// replaced where it stands: a newer subset never pushes a change
 	// later than the one it replaces (rewritten every 40 ms, one that
 	// moved on at each write never applied). One that is bound stays.
-	if n := len(c.pending); n > 0 && firstProducerEpoch(c, c.pending[n-1].from) > s.planned {
+	if n := len(c.pending); n > 0 && firstProducerEpoch(c, c.pending[n-1].from) > s.dem.ordered {
 		c.pending[n-1].sub = sub
 		return
 	}
-	for firstProducerEpoch(c, k) <= s.planned {
+	for firstProducerEpoch(c, k) <= s.dem.ordered {
 		k++
 	}
 	c.pending = append(c.pending, subsetChange{from: k, sub: sub})

@@ -27,7 +27,7 @@ func TestSetSubsetRefusesWhatTheStreamCannotServe(t *testing.T) {
 	}{
 		{Config{Limit: 1000, BatchSize: 4, Unordered: true, SizeOf: sizeOf}, one(1), "unordered ingest"},
 		{Config{Limit: 1000, BatchSize: 4, Samples: 100, SizeOf: sizeOf}, one(500), "another dataset size"},
-		{Config{Limit: 400, BatchSize: 4, Samples: 100, SizeOf: sizeOf}, one(100), "raise --buffer"},
+		{Config{Limit: 400, BatchSize: 4, Samples: 100, SizeOf: sizeOf}, one(100), "raise the buffer size"},
 	} {
 		s := New(tc.cfg)
 		// Another consumer that reads everything: c's samples are then
@@ -56,7 +56,7 @@ func TestSetSubsetRefusesWhatTheStreamCannotServe(t *testing.T) {
 }
 
 // TestBatchesBeforeAMovedStartAreFreed: a consumer moved to a later
-// producer epoch (its subset was not in the planned ones) does not read
+// producer epoch (its subset was not in the ordered ones) does not read
 // the batches still made for the epochs before it; when nobody else
 // will, they are freed as they are published, not held for a first
 // reader until the buffer is full and the producer waits forever.
@@ -70,8 +70,8 @@ func TestBatchesBeforeAMovedStartAreFreed(t *testing.T) {
 	if err := s.SetSubset("a", low); err != nil {
 		t.Fatal(err)
 	}
-	for e := range 2 { // planned while only "a" wanted: low alone
-		s.PlanEpoch(e, func(in map[int]int, _ func(int) bool) map[int]int { return in })
+	for e := range 2 { // ordered while only "a" wanted: low alone
+		s.FixOrder(e, func(in map[int]int, _ func(int) bool) map[int]int { return in })
 	}
 	mustJoin(t, s, "b")
 	if err := s.SetSubset("b", high); err != nil {

@@ -22,7 +22,7 @@ func (c ConsumerSnapshot) Text() string {
 	fmt.Fprintf(&b, "joined at: producer epoch %d, sample %d (%s)\n", c.JoinedEpoch, c.JoinedPos, how)
 	fmt.Fprintf(&b, "batch size: %d\n", c.BatchSize)
 	if c.ShortBatches > 0 {
-		fmt.Fprintf(&b, "short batches: %d (its subset is sparse for the buffer: raise --buffer for full ones)\n", c.ShortBatches)
+		fmt.Fprintf(&b, "short batches: %d (its subset is sparse for the buffer: raise the buffer size for full ones)\n", c.ShortBatches)
 	}
 	fmt.Fprintf(&b, "subset: %s\n", c.subsetText())
 	if c.NextSubset != "" {
@@ -80,7 +80,7 @@ func (c ConsumerSnapshot) state() string {
 	case c.Done:
 		return "done"
 	case c.Waiting:
-		// Where a producer died (an outside one, under --ingest), this is
+		// Where a producer died (an outside one, through ingest/), this is
 		// how long nothing came.
 		return fmt.Sprintf("waiting for the producer: no batch published since %s (%s ago)",
 			c.LastPublished.Format(time.TimeOnly), time.Since(c.LastPublished).Round(time.Second))

@@ -25,7 +25,7 @@ func errno(err error) syscall.Errno {
 		return syscall.EINTR
 	case errors.Is(err, batchstore.ErrNoSamples): // before ErrProducerFailed, which wraps it
 		return syscall.ENODATA
-	case errors.Is(err, batchstore.ErrEvicted), errors.Is(err, batchstore.ErrProducerFailed), errors.Is(err, batchstore.ErrSkipBudget):
+	case errors.Is(err, batchstore.ErrEvicted), errors.Is(err, batchstore.ErrProducerFailed):
 		return syscall.EIO // the consumer's status (or status) says why
 	case errors.Is(err, batchstore.ErrBusy), errors.Is(err, batchstore.ErrWriting):
 		return syscall.EBUSY

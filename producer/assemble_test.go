@@ -44,7 +44,7 @@ func benchAssemble(b *testing.B, alloc *memfile.Allocator) {
 	ctx := context.Background()
 	var order []int
 	for e := 0; b.Loop(); e++ {
-		order = p.plan(e, order)
+		order = p.fixOrder(e, order)
 		for pos, index := range order {
 			t := &task{epoch: e, index: index, pos: pos, epochLen: len(order), last: pos == len(order)-1, buf: sample}
 			if err := a.add(ctx, t); err != nil {

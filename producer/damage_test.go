@@ -17,6 +17,7 @@ import (
 	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/pipeline"
 	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/skipbudget"
 	"github.com/tsock/tsock/producer/source"
 )
 
@@ -70,7 +71,7 @@ func TestSkipBudgetFailsTheRun(t *testing.T) {
 		fails  bool
 	}{{"10%", true}, {"3", true}, {"100%", false}, {"50", false}} {
 		cfg := producertest.Config(src, 5, 2, 1)
-		if cfg.MaxSkipped, err = batchstore.ParseSkipBudget(tc.budget); err != nil {
+		if cfg.MaxSkipped, err = skipbudget.Parse(tc.budget); err != nil {
 			t.Fatal(err)
 		}
 		got, p, runErr, readErr := run(t, cfg)
@@ -81,7 +82,7 @@ func TestSkipBudgetFailsTheRun(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(runErr, batchstore.ErrSkipBudget) || !errors.Is(readErr, batchstore.ErrProducerFailed) ||
+		if !errors.Is(runErr, skipbudget.ErrExceeded) || !errors.Is(readErr, batchstore.ErrProducerFailed) ||
 			!strings.Contains(readErr.Error(), "--max-skipped "+tc.budget) {
 			t.Fatalf("--max-skipped %s with %d of %d bad: producer %v, reading ended in %v", tc.budget, len(bad), src.Len(), runErr, readErr)
 		}
@@ -222,12 +223,12 @@ type shardsHooked struct {
 	change func(plan int)
 }
 
-func (h *shardsHooked) PlanEpoch(order, next []int) {
+func (h *shardsHooked) Schedule(order, next []int) {
 	if order != nil {
 		h.plans++
 		h.change(h.plans)
 	}
-	h.Shards.PlanEpoch(order, next)
+	h.Shards.Schedule(order, next)
 }
 
 // --keep over tar shards follows its shards as over a folder: a shard
@@ -300,13 +301,13 @@ func TestLeftOutAtIndexingCountsAgainstTheBudget(t *testing.T) {
 		fails  bool
 	}{{fmt.Sprint(lost - 1), true}, {fmt.Sprint(lost), false}, {fmt.Sprintf("%d%%", lost*100/40-1), true}, {fmt.Sprintf("%d%%", (lost*100+39)/40), false}} {
 		cfg := producertest.Config(opened, 10, 1, 1)
-		if cfg.MaxSkipped, err = batchstore.ParseSkipBudget(tc.budget); err != nil {
+		if cfg.MaxSkipped, err = skipbudget.Parse(tc.budget); err != nil {
 			t.Fatal(err)
 		}
 		store := batchstore.New(producer.StoreConfig(cfg, 1<<24))
 		_, err := producer.New(cfg, store, memfile.NewMemFD())
 		store.Close()
-		if tc.fails != errors.Is(err, batchstore.ErrSkipBudget) {
+		if tc.fails != errors.Is(err, skipbudget.ErrExceeded) {
 			t.Fatalf("--max-skipped %s with %d of 40 left out: %v", tc.budget, lost, err)
 		}
 	}
@@ -332,7 +333,7 @@ func TestRescanRemovedFilesLeaveTheData(t *testing.T) {
 	}}
 	cfg := producertest.Config(src, 5, 3, 1)
 	cfg.Rescan = true
-	if cfg.MaxSkipped, err = batchstore.ParseSkipBudget("0"); err != nil {
+	if cfg.MaxSkipped, err = skipbudget.Parse("0"); err != nil {
 		t.Fatal(err)
 	}
 	r := producertest.StartProducer(t, cfg, time.Minute)

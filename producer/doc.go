@@ -5,7 +5,7 @@
 // (batchstore) → fs. Package ingest is the other producer: batches an
 // outside program writes.
 //
-// A dispatcher walks each epoch's shuffled order (planned from what the
+// A dispatcher walks each epoch's shuffled order (ordered from what the
 // store's consumers still need) and hands samples to workers (all cores
 // by default); each worker reads a sample's bytes and has its
 // pipeline.Maker make it into a reusable sample buffer; the assembler
@@ -37,7 +37,7 @@
 //     file with its reason, and left out of later epochs; the batch is
 //     filled from the samples after it, so the order stays deterministic.
 //     Past Config.MaxSkipped (--max-skipped) the run fails instead
-//     (batchstore.ErrSkipBudget). Under --rescan a skipped sample whose
+//     (skipbudget.ErrExceeded). Under --rescan a skipped sample whose
 //     file changed (source.Versioned) is tried again.
 //   - A kept sample (Config.Keep) is served only while its file or
 //     shard is the version it was made from; a changed one is made

@@ -8,17 +8,17 @@ import (
 	"github.com/tsock/tsock/producer/source"
 )
 
-// plan fixes epoch e's order in the store, atomically with joins, and
+// fixOrder fixes epoch e's order in the store, atomically with joins, and
 // returns it. prev is epoch e-1's order (nil before epoch 0).
-func (p *Producer) plan(e int, prev []int) []int {
+func (p *Producer) fixOrder(e int, prev []int) []int {
 	var order []int
-	p.store.PlanEpoch(e, func(splits map[int]int, wanted func(int) bool) map[int]int {
+	p.store.FixOrder(e, func(splits map[int]int, wanted func(int) bool) map[int]int {
 		var out map[int]int
 		order, out = p.orderWithSplits(e, prev, splits, wanted)
 		return out
 	})
 	if sh, ok := source.As[source.Sharded](p.cfg.Source); ok {
-		sh.PlanEpoch(p.toRead(order), p.toRead(p.expectNext(e, order)))
+		sh.Schedule(p.toRead(order), p.toRead(p.expectNext(e, order)))
 	}
 	return order
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/gpu"
 	"github.com/tsock/tsock/producer/pipeline"
+	"github.com/tsock/tsock/producer/skipbudget"
 	"github.com/tsock/tsock/producer/source"
 )
 
@@ -44,7 +45,7 @@ type Config struct {
 	// MaxSkipped bounds the samples skipped for their own bytes
 	// (--max-skipped); past it the run fails. The zero value bounds
 	// nothing.
-	MaxSkipped batchstore.SkipBudget
+	MaxSkipped skipbudget.Budget
 }
 
 // Validate checks the numbers a user gives.
@@ -172,7 +173,7 @@ func (p *Producer) Run(ctx context.Context) error {
 	if sh, ok := source.As[source.Sharded](p.cfg.Source); ok {
 		// No epoch more: its reads of whole shards end, waited for, after
 		// the fetcher's (deferred below, so run before) stopped reading.
-		defer sh.PlanEpoch(nil, nil)
+		defer sh.Schedule(nil, nil)
 	}
 	if p.cfg.Fetch > 0 {
 		p.fetch = newFetcher(ctx, p.cfg.Source, p.cfg.Fetch)
@@ -235,7 +236,7 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 		if p.cfg.Rescan && epoch > 0 {
 			p.rescan(ctx, epoch)
 		}
-		order = p.plan(epoch, order)
+		order = p.fixOrder(epoch, order)
 		if len(order) == 0 {
 			return noSamples(epoch, batchstore.ErrNoSamples)
 		}
@@ -298,7 +299,7 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 	}
 }
 
-// rescan lists the source again before epoch is planned, so that the
+// rescan lists the source again before epoch is ordered, so that the
 // epoch holds what was added. A failed listing keeps the samples known.
 func (p *Producer) rescan(ctx context.Context, epoch int) {
 	r, ok := source.As[source.Rescanner](p.cfg.Source)

@@ -130,7 +130,7 @@ type badSample struct {
 // verdict records that sample index (read at version) of the epoch being
 // dispatched was made (err nil) or failed; name names it, asked only for
 // a skip (a folder builds its path on each call). It returns an error
-// wrapping batchstore.ErrSkipBudget when this skip is one past the budget.
+// wrapping skipbudget.ErrExceeded when this skip is one past the budget.
 func (s *Stats) verdict(index int, version string, name func(int) string, err error) (over error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

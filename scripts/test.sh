@@ -33,7 +33,7 @@ grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS)' "$log" || true
 # corpus (which the run above already replays). A finding is a failing input written to
 # testdata/fuzz; go's own "context deadline exceeded" when the time runs
 # out mid-minimization is not one.
-for target in batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset batchstore:FuzzParseSkipBudget batchstore/batchfile:FuzzParse producer/source/wds:FuzzIndex producer/source/wds:FuzzExpand producer/source:FuzzS3Keys producer/source:FuzzShardIndex producer/source/remote:FuzzSharedConfig producer/source/remote:FuzzRedact producer/pipeline:FuzzDecode cmd/tsock:FuzzMountFlags cmd/tsock:FuzzStatusView; do
+for target in batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset producer/skipbudget:FuzzParse batchstore/batchfile:FuzzParse producer/source/wds:FuzzIndex producer/source/wds:FuzzExpand producer/source:FuzzS3Keys producer/source:FuzzShardIndex producer/source/remote:FuzzSharedConfig producer/source/remote:FuzzRedact producer/pipeline:FuzzDecode cmd/tsock:FuzzMountFlags cmd/tsock:FuzzStatusView; do
 	fuzzlog=$(mktemp /tmp/tsock-fuzz.XXXXXX)
 	go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime 6s "./${target%%:*}" >"$fuzzlog" 2>&1 || true
 	cat "$fuzzlog" >>"$log"

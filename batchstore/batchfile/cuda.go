@@ -58,11 +58,11 @@ func RenderCUDA(f CUDAFile, parts []Part, slabOf func(part int) (int, error)) ([
 		}
 		slabs[i] = s
 	}
-	plan, err := planCut(parts)
+	layout, err := cutLayout(parts)
 	if err != nil {
 		return nil, fmt.Errorf("render .cuda: %w", err)
 	}
-	for _, t := range plan {
+	for _, t := range layout {
 		ct := CUDATensor{Name: t.Name, Dtype: t.Dtype, Shape: t.Shape, Values: t.values}
 		for _, r := range t.runs {
 			ct.Segments = append(ct.Segments, CUDASegment{Slab: slabs[r.part], Offset: r.off, Bytes: r.n})

@@ -38,13 +38,13 @@ func Cut(parts []Part, meta map[string]string) (*Composite, error) { return cut(
 
 // cut is Cut with the data starting at dataStart or later.
 func cut(parts []Part, meta map[string]string, dataStart int64) (*Composite, error) {
-	plan, err := planCut(parts)
+	layout, err := cutLayout(parts)
 	if err != nil {
 		return nil, err
 	}
 	out := &Header{Meta: meta}
 	var at int64
-	for _, t := range plan {
+	for _, t := range layout {
 		t.Begin, at = at, at+t.bytes()
 		t.End = at
 		out.Tensors = append(out.Tensors, t.Tensor)
@@ -58,7 +58,7 @@ func cut(parts []Part, meta map[string]string, dataStart int64) (*Composite, err
 			pos += e.n
 		}
 	}
-	for _, t := range plan {
+	for _, t := range layout {
 		if t.values != nil {
 			data := Int64s(t.values...)
 			add(extent{data: data, n: int64(len(data))})

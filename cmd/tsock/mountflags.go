@@ -18,6 +18,7 @@ import (
 	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/ingest"
 	"github.com/tsock/tsock/producer/pipeline"
+	"github.com/tsock/tsock/producer/skipbudget"
 	"github.com/tsock/tsock/producer/source"
 	"github.com/tsock/tsock/producer/source/remote"
 )
@@ -93,7 +94,7 @@ func (c *mountCommand) Parse(args []string) error {
 	newAutoSize(f, &c.keepAuto, &c.cfg.Keep, "keep", "with --transform eval: memory for the samples made in the first epoch, copied into later ones with no decode; auto: as much as --buffer (0 with train)")
 	f.BoolVar(&c.cfg.Rescan, "rescan", false, "list a local folder --source again at each producer epoch: new files join the data (new indices after the others), vanished ones are skipped")
 	newAutoCount(f, &c.fetchAuto, &c.cfg.Fetch, producer.MaxFetch, "fetch", fmt.Sprintf("images read ahead of the workers, this many requests in flight: auto (%d for s3:// sources, 0 for local ones) or 0 to %d", defaultRemoteFetch, producer.MaxFetch))
-	newParsed(f, &c.cfg.MaxSkipped, batchstore.ParseSkipBudget, "max-skipped", batchstore.DefaultSkipBudget,
+	newParsed(f, &c.cfg.MaxSkipped, skipbudget.Parse, "max-skipped", skipbudget.Default,
 		"samples a run may skip for their own bytes (corrupt, unreadable), a count or a percentage of the dataset; past it the run fails instead of delivering short epochs")
 	f.IntVar(&c.cfg.Workers, "workers", 0, "decoding workers; 0 means one per core")
 	f.Uint64Var(&c.cfg.Seed, "seed", 0, "seed of shuffles and crops")

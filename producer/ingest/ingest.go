@@ -15,6 +15,7 @@ import (
 	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/gpu"
+	"github.com/tsock/tsock/producer/skipbudget"
 )
 
 // Config is what the ingest side must know.
@@ -32,7 +33,7 @@ type Config struct {
 	// MaxSkipped bounds the samples skipped through ingest/skip
 	// (--max-skipped): past it the run fails. The zero value bounds
 	// nothing.
-	MaxSkipped batchstore.SkipBudget
+	MaxSkipped skipbudget.Budget
 }
 
 // Ingest publishes batches written by outside producers.
@@ -85,7 +86,7 @@ func (in *Ingest) Samples() int {
 
 // Grow applies a write to ingest/samples: the dataset now has n samples
 // (a dataset that grows, as Modyn's): indices from the old size on join
-// the data from the next producer epoch planned; known ones never move,
+// the data from the next producer epoch ordered; known ones never move,
 // so it never shrinks.
 func (in *Ingest) Grow(value string) error {
 	n, err := strconv.Atoi(strings.TrimSpace(value))

@@ -12,6 +12,7 @@ import (
 	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
 	"github.com/tsock/tsock/producer/ingest"
+	"github.com/tsock/tsock/producer/skipbudget"
 )
 
 // The ingest side without FUSE: a store in memfds, batches written through
@@ -269,7 +270,7 @@ func TestOrderedGapsCountAgainstTheSkipBudget(t *testing.T) {
 	if err := store.Join("c"); err != nil {
 		t.Fatal(err)
 	}
-	budget, err := batchstore.ParseSkipBudget("10%") // 1 of 10
+	budget, err := skipbudget.Parse("10%") // 1 of 10
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,13 +290,13 @@ func TestOrderedGapsCountAgainstTheSkipBudget(t *testing.T) {
 	}
 	// A second: one past it. The batch is refused and the run fails.
 	err = r.write(t, 1, batch(t, nil, order[4], order[5]))
-	if !errors.Is(err, batchstore.ErrSkipBudget) {
+	if !errors.Is(err, skipbudget.ErrExceeded) {
 		t.Fatalf("a batch past the budget's gaps: %v, want ErrSkipBudget", err)
 	}
 	if st := r.in.Snapshot(); st.Skipped != 1 || st.Published != 1 {
 		t.Fatalf("stats %+v: want 1 skipped, 1 published", st)
 	}
-	if _, err := store.Lookup(context.Background(), "c", 1, 1); !errors.Is(err, batchstore.ErrSkipBudget) {
+	if _, err := store.Lookup(context.Background(), "c", 1, 1); !errors.Is(err, skipbudget.ErrExceeded) {
 		t.Fatalf("a reader after the run failed: %v, want the skip budget's failure", err)
 	}
 }

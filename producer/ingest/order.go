@@ -15,8 +15,8 @@ import (
 // orderState is ordered mode's place in the sampler.
 type orderState struct {
 	epoch   int
-	order   []int // the epoch's order of dataset indices, once planned
-	planned bool
+	order   []int // the epoch's order of dataset indices, once fixed
+	fixed bool
 	prev    []int // the previous epoch's order
 	pos     int   // the next order position to publish
 	handed  int   // positions handed out by Order so far
@@ -36,11 +36,11 @@ func (in *Ingest) Order(ctx context.Context) ([]byte, error) {
 	defer in.mu.Unlock()
 	o := &in.ord
 	for {
-		if o.planned && o.pos >= len(o.order) {
-			o.prev, o.order, o.planned = o.order, nil, false
+		if o.fixed && o.pos >= len(o.order) {
+			o.prev, o.order, o.fixed = o.order, nil, false
 			o.epoch, o.pos, o.handed, o.index = o.epoch+1, 0, 0, 0
 		}
-		if o.planned {
+		if o.fixed {
 			break
 		}
 		e := o.epoch
@@ -50,8 +50,8 @@ func (in *Ingest) Order(ctx context.Context) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if o.epoch == e && !o.planned {
-			in.plan(e)
+		if o.epoch == e && !o.fixed {
+			in.fixOrder(e)
 		}
 	}
 	e, from, n := o.epoch, o.pos, len(o.order)
@@ -74,9 +74,9 @@ func (in *Ingest) Order(ctx context.Context) ([]byte, error) {
 	return []byte(b.String()), nil
 }
 
-// plan fixes epoch e's order in the store, atomically with joins.
+// fixOrder fixes epoch e's order in the store, atomically with joins.
 // Callers hold in.mu.
-func (in *Ingest) plan(e int) {
+func (in *Ingest) fixOrder(e int) {
 	o := &in.ord
 	prev := o.prev
 	if prev == nil {
@@ -85,12 +85,12 @@ func (in *Ingest) plan(e int) {
 			prev[i] = i
 		}
 	}
-	in.store.PlanEpoch(e, func(splits map[int]int, wanted func(int) bool) map[int]int {
+	in.store.FixOrder(e, func(splits map[int]int, wanted func(int) bool) map[int]int {
 		var out map[int]int
 		o.order, out = batchstore.StitchOrder(prev, in.samples, splits, func(idx int) bool { return !o.bad[idx] }, wanted, in.shuffler(e))
 		return out
 	})
-	o.planned = true
+	o.fixed = true
 	if len(o.order) == 0 { // every sample skipped: nothing more can be made
 		in.store.EndEpoch(e)
 	}
@@ -100,7 +100,7 @@ func (in *Ingest) plan(e int) {
 // positions it passes over are skipped. Callers hold in.mu.
 func (in *Ingest) placeOrdered(h *batchfile.Header, indices []int64) (batchstore.Info, func(), error) {
 	o := &in.ord
-	if !o.planned || o.pos >= len(o.order) {
+	if !o.fixed || o.pos >= len(o.order) {
 		return batchstore.Info{}, nil, fmt.Errorf("epoch %d has no order handed out: read ingest/order first", o.epoch)
 	}
 	if len(indices) != h.Samples {
@@ -177,7 +177,7 @@ func (in *Ingest) Skip(value string) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	o := &in.ord
-	if !in.Ordered() || !o.planned {
+	if !in.Ordered() || !o.fixed {
 		return fmt.Errorf("%w: skip needs ordered mode and an order handed out", batchstore.ErrBadBatch)
 	}
 	if len(fields) == 0 || o.pos+len(fields) > o.handed {

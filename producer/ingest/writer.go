@@ -16,6 +16,7 @@ import (
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/batchstore/memfile"
+	"github.com/tsock/tsock/producer/skipbudget"
 )
 
 // Writer is one batch being written. Its bytes arrive through the
@@ -263,8 +264,9 @@ func (w *Writer) publish(ctx context.Context, size int64) error {
 	in.mu.Lock()
 	info, commit, err := in.place(h, indices)
 	in.mu.Unlock()
-	if errors.Is(err, batchstore.ErrSkipBudget) {
-		return err // the batch is good, the run is over: EIO, not EINVAL
+	if errors.Is(err, skipbudget.ErrExceeded) {
+		// The batch is good, the run is over: EIO, not EINVAL.
+		return fmt.Errorf("%w: %w", batchstore.ErrProducerFailed, err)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", batchstore.ErrBadBatch, err)

@@ -102,7 +102,7 @@ func (m *Maker) makeRegion(data []byte, epoch, index int, dst []byte) error {
 	num := decodeScale(cfg.Transform, cfg.ImageSize, c)
 	sw := turbo.Scaled(fw, num)
 	sc := scaleCrop(c, num, sw, turbo.Scaled(fh, num))
-	x0, y0, x1, y1, err := m.rs.plan(sc)
+	x0, y0, x1, y1, err := m.rs.sourceRect(sc)
 	if err != nil {
 		return err
 	}

@@ -138,7 +138,7 @@ func (r *resampler) resize(src *RGB, c Crop, dst []byte) error {
 	if c.X < 0 || c.Y < 0 || c.W < 1 || c.H < 1 || c.X+c.W > src.W || c.Y+c.H > src.H {
 		return fmt.Errorf("resize: crop %+v of a %dx%d image", c, src.W, src.H)
 	}
-	if _, _, _, _, err := r.plan(c); err != nil {
+	if _, _, _, _, err := r.sourceRect(c); err != nil {
 		return err
 	}
 	return r.apply(src, 0, 0, c.Flip, dst)
@@ -146,7 +146,7 @@ func (r *resampler) resize(src *RGB, c Crop, dst []byte) error {
 
 // plan builds the filters of crop c and returns the source rectangle
 // [x0, x1) × [y0, y1) that they read: all of the source apply needs.
-func (r *resampler) plan(c Crop) (x0, y0, x1, y1 int, err error) {
+func (r *resampler) sourceRect(c Crop) (x0, y0, x1, y1 int, err error) {
 	b := c.box()
 	const slack = 1e-6 // float rounding of a box computed from the same bounds
 	if c.W < 1 || c.H < 1 || !(b.W > 0 && b.H > 0) || b.X < float64(c.X)-slack || b.Y < float64(c.Y)-slack ||

@@ -87,13 +87,13 @@ func TestPartsOfShardsAreReadOncePerEpoch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	order := producertest.All(sh.Len())
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	defer sh.PlanEpoch(nil, nil)
+	defer sh.Schedule(nil, nil)
 	var got, exp []byte
 	for epoch := range 2 {
 		source.ShardShuffle(rng, order, sh.Piece, sh.Pieces(), sh.ShuffleWindow())
 		before, _ := sh.WholeReads()
 		atPlan := len(proxy.Log())
-		sh.PlanEpoch(order, nil)
+		sh.Schedule(order, nil)
 		var onDisk int64 // the most seen on the shard disk
 		for k, i := range order {
 			if k%10 == 0 {

@@ -10,7 +10,7 @@ import (
 // Shard-granular reading. A remote store answers a GET in tens of
 // milliseconds and bills it: reading a sample with a ranged GET of its own
 // makes the store, not the cores, set the pace, and costs a request per
-// sample per epoch. Once the producer has planned an epoch (PlanEpoch),
+// sample per epoch. Once the producer has ordered an epoch (Schedule),
 // each shard from which the epoch reads a good part is read whole, in one
 // request, a few shards ahead of the workers, and its samples are served
 // from memory; a shard is dropped once the epoch has taken every sample
@@ -22,8 +22,8 @@ import (
 // shards are read ahead (or kept, where this epoch already holds them),
 // so that an epoch does not begin by waiting a first byte. Where the
 // guess was wrong (a consumer joined and the next epoch was stitched),
-// what it read is dropped at the next PlanEpoch: bytes spent, never
-// wrong bytes, since every sample is served by the plan that asks it.
+// what it read is dropped at the next Schedule: bytes spent, never
+// wrong bytes, since every sample is served by the schedule that asks for it.
 
 // DefaultShardMemory bounds the bytes of whole shards held or being read
 // at once: the shuffle window, and the read-ahead that hides a store's
@@ -38,8 +38,8 @@ const DefaultShardMemory = 512 << 20
 // of them).
 const wholeFraction = 4
 
-// shardReader holds whole shards, from one epoch's plan to the next: a
-// shard the next plan reads first stays held. One mutex guards it all.
+// shardReader holds whole shards, from one epoch's schedule to the next: a
+// shard the next schedule reads first stays held. One mutex guards it all.
 type shardReader struct {
 	s      *Shards
 	budget int64 // the shard memory and disk
@@ -63,7 +63,7 @@ type shardReader struct {
 
 	// Requests and Bytes count whole-shard reads, for status and tests.
 	Requests, Bytes atomic.Int64
-	// Carried counts pieces a new plan found held and kept (read ahead
+	// Carried counts pieces a new schedule found held and kept (read ahead
 	// for it, or left from the epoch before); Wasted, those it dropped
 	// unused.
 	Carried, Wasted atomic.Int64
@@ -89,15 +89,15 @@ type wholeShard struct {
 func (s *Shards) Shard(i int) int { return int(s.samples[i].shard) }
 
 // ShardMemory arranges pieces in bytes of memory and no disk (0: read
-// every sample alone, as before PlanEpoch existed).
+// every sample alone, as before Schedule existed).
 func (s *Shards) ShardMemory(bytes int64) { s.Arrange(ShardSpace{Memory: bytes}) }
 
-// PlanEpoch says which samples the next epoch reads, in order, and how
+// Schedule says which samples the next epoch reads, in order, and how
 // the epoch after it is expected to begin (next; nil: not known): the
 // shards it wants much of are read whole, in that order, a few ahead,
 // then the next epoch's first ones. A nil order ends whole-shard reading:
 // the reads under way stop, waited for, and every shard is dropped.
-func (s *Shards) PlanEpoch(order, next []int) {
+func (s *Shards) Schedule(order, next []int) {
 	s.checks.newEpoch()
 	s.readerMu.Lock()
 	defer s.readerMu.Unlock()
@@ -120,7 +120,7 @@ func (s *Shards) PlanEpoch(order, next []int) {
 		r.ctx, r.cancel = context.WithCancel(context.Background())
 		s.reader = r
 	}
-	r.plan(order, next)
+	r.schedule(order, next)
 }
 
 // ReadsWhole implements Sharded.
@@ -169,10 +169,10 @@ func (s *Shards) wholePieces(order []int) (whole []bool, left []int32, seq []int
 	return whole, left, seq
 }
 
-// plan replaces the reader's plan. The shards held that the new epoch
+// schedule replaces the reader's schedule. The shards held that the new epoch
 // reads first (as many as the budget would have read ahead) stay; the
 // others are dropped, their reads stopped.
-func (r *shardReader) plan(order, next []int) {
+func (r *shardReader) schedule(order, next []int) {
 	whole, left, seq := r.s.wholePieces(order)
 	var nextSeq []int32
 	if next != nil {
@@ -197,7 +197,7 @@ func (r *shardReader) plan(order, next []int) {
 	first := r.prefix(seq, r.budget)
 	for sh, w := range r.held {
 		if !first[sh] || stale[sh] {
-			if r.nextIn[sh] { // read ahead or kept for this plan, by a wrong guess
+			if r.nextIn[sh] { // read ahead or kept for this schedule, by a wrong guess
 				r.Wasted.Add(1)
 			}
 			r.dropLocked(sh, w)
@@ -356,7 +356,7 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 		r.mu.Unlock()
 		return nil, true, w.err
 	}
-	if w.data == nil { // dropped (its count ran out early, a retry, a new plan), or no room: this sample alone
+	if w.data == nil { // dropped (its count ran out early, a retry, a new schedule), or no room: this sample alone
 		if !w.dropped {
 			r.dropLocked(sh, w) // a later sample tries again
 		}

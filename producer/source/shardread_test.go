@@ -124,8 +124,8 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 		return o
 	}
 	first, second := order(1), order(2)
-	shards.PlanEpoch(first, second)
-	defer shards.PlanEpoch(nil, nil)
+	shards.Schedule(first, second)
+	defer shards.Schedule(nil, nil)
 	var scratch []byte
 	for _, i := range first {
 		if _, err := shards.Encoded(context.Background(), i, &scratch); err != nil {
@@ -134,7 +134,7 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 	}
 	waittest.Until(t, "the next epoch's first 2 shards held", func() bool { held, _, reading, _ := shards.Held(); return held == 2 && reading == 0 })
 	before := len(proxy.Log())
-	shards.PlanEpoch(second, nil)
+	shards.Schedule(second, nil)
 	for _, i := range second[:2*perShard] {
 		if _, err := shards.Encoded(context.Background(), i, &scratch); err != nil {
 			t.Fatal(err)
@@ -159,7 +159,7 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 	// A guess gone wrong (the next epoch stitched for a joiner, say): what
 	// was read ahead for it is dropped and counted, and the epoch is whole.
 	third := order(3)
-	shards.PlanEpoch(second[2*perShard:], third)
+	shards.Schedule(second[2*perShard:], third)
 	for _, i := range second[2*perShard:] {
 		if _, err := shards.Encoded(context.Background(), i, &scratch); err != nil {
 			t.Fatal(err)
@@ -168,7 +168,7 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 	waittest.Until(t, "the guessed epoch's first 2 shards held", func() bool { held, _, reading, _ := shards.Held(); return held == 2 && reading == 0 })
 	other := slices.Clone(third)
 	slices.Reverse(other)
-	shards.PlanEpoch(other, nil)
+	shards.Schedule(other, nil)
 	if _, wasted := shards.Carried(); wasted == 0 {
 		t.Fatal("shards read ahead for an epoch that began otherwise were not counted")
 	}

@@ -59,7 +59,7 @@ type Shards struct {
 	checks                    shardVersions   // this epoch's checks of shards' versions (shardversion.go)
 	ctx                       context.Context // the open's: it ends every check (a stopping daemon waits on none)
 	readerMu                  sync.Mutex
-	reader                    *shardReader // the planned epoch's, nil before any
+	reader                    *shardReader // the scheduled epoch's, nil before any
 	wholeRequests, wholeBytes int64        // of readers gone
 	carried, carriedWasted    int64        // likewise
 }
@@ -384,7 +384,7 @@ func (s *Shards) Skipped() []string { return s.skipped }
 func (s *Shards) LeftOut() int { return s.leftOut }
 
 // Encoded implements Source: from its shard, read whole, where the
-// planned epoch reads a good part of it; else a ranged read of the image
+// scheduled epoch reads a good part of it; else a ranged read of the image
 // member.
 func (s *Shards) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
 	s.readerMu.Lock()

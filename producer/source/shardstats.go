@@ -1,7 +1,7 @@
 package source
 
 // What whole-shard reading did and holds, for status, status.json and
-// the metrics: counted by the reader of each epoch's plan, and by the
+// the metrics: counted by the reader of each epoch's schedule, and by the
 // readers gone (retire).
 
 // WholeReads is how many whole-shard reads were made, and their bytes.
@@ -16,7 +16,7 @@ func (s *Shards) WholeReads() (requests, bytes int64) {
 }
 
 // Carried is how many pieces new epochs found already held when they
-// were planned (read ahead for them, or left from the epoch before), and
+// were scheduled (read ahead for them, or left from the epoch before), and
 // how many pieces were read ahead or left for an epoch that did not begin
 // with them.
 func (s *Shards) Carried() (carried, wasted int64) {

@@ -53,7 +53,7 @@ type Sharded interface {
 	// ReadsWhole says whether the planned epoch reads sample i from its
 	// piece, read whole ahead: a fetcher leaves it to the source.
 	ReadsWhole(i int) bool
-	PlanEpoch(order, next []int)
+	Schedule(order, next []int)
 }
 
 // Remote is a source in an object store.

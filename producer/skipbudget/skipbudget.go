@@ -1,4 +1,4 @@
-package batchstore
+package skipbudget
 
 import (
 	"errors"
@@ -8,15 +8,15 @@ import (
 	"strings"
 )
 
-// ErrSkipBudget: more samples were skipped than the run allows
+// ErrExceeded: more samples were skipped than the run allows
 // (--max-skipped): the data is damaged past what a training should be
 // handed in silence, so the run fails instead of delivering short epochs.
-var ErrSkipBudget = errors.New("more samples skipped than --max-skipped allows")
+var ErrExceeded = errors.New("more samples skipped than --max-skipped allows")
 
-// SkipBudget bounds the distinct samples a run may skip, each for what
+// Budget bounds the distinct samples a run may skip, each for what
 // its own bytes say (a corrupt or unreadable file): a count, or a share
 // of the dataset. The zero value bounds nothing.
-type SkipBudget struct {
+type Budget struct {
 	count int // at most this many (without percent)
 	// else at most num/den of the dataset, rounded down: integers, so
 	// that 29% of 200 is 58, not the 57 of 0.29*200 in floating point.
@@ -26,36 +26,36 @@ type SkipBudget struct {
 	asString string
 }
 
-// DefaultSkipBudget lets a few corrupt files through (ImageNet's train set
+// Default lets a few corrupt files through (ImageNet's train set
 // holds a handful that some decoders refuse) and stops a run whose data
 // lost a tenth: a mount of a half-copied folder or a failing disk.
-const DefaultSkipBudget = "10%"
+const Default = "10%"
 
 // maxPercentDigits bounds a percentage's decimals: 0.000001% of the
 // largest dataset is still a sample.
 const maxPercentDigits = 6
 
-// ParseSkipBudget reads --max-skipped: a whole number of samples ("0":
+// Parse reads --max-skipped: a whole number of samples ("0":
 // none may be skipped), or a percentage of the dataset from 0% to 100%,
 // in decimals ("10%", "2.5%": at most 6 after the point).
-func ParseSkipBudget(s string) (SkipBudget, error) {
-	b := SkipBudget{bounded: true, asString: s}
+func Parse(s string) (Budget, error) {
+	b := Budget{bounded: true, asString: s}
 	bad := fmt.Errorf("max-skipped %q: want a whole number of samples or a percentage from 0%% to 100%% (at most %d decimals)", s, maxPercentDigits)
 	if p, ok := strings.CutSuffix(s, "%"); ok {
 		whole, frac, _ := strings.Cut(p, ".")
 		if whole == "" || len(frac) > maxPercentDigits || !allDigits(whole) || !allDigits(frac) || len(whole) > 3 {
-			return SkipBudget{}, bad
+			return Budget{}, bad
 		}
 		digits, _ := strconv.ParseUint(whole+frac, 10, 64)
 		b.num, b.den, b.percent = digits, 100*pow10(len(frac)), true
 		if b.num > b.den {
-			return SkipBudget{}, bad
+			return Budget{}, bad
 		}
 		return b, nil
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 || !allDigits(s) {
-		return SkipBudget{}, bad
+		return Budget{}, bad
 	}
 	b.count = n
 	return b, nil
@@ -74,7 +74,7 @@ func pow10(n int) uint64 {
 }
 
 // String is the budget as given.
-func (b SkipBudget) String() string {
+func (b Budget) String() string {
 	if !b.bounded {
 		return "none"
 	}
@@ -82,7 +82,7 @@ func (b SkipBudget) String() string {
 }
 
 // Allowed is how many of samples may be skipped; -1: unbounded.
-func (b SkipBudget) Allowed(samples int) int {
+func (b Budget) Allowed(samples int) int {
 	switch {
 	case !b.bounded:
 		return -1
@@ -96,11 +96,11 @@ func (b SkipBudget) Allowed(samples int) int {
 	return b.count
 }
 
-// Check returns an error wrapping ErrSkipBudget if skipped of samples is
+// Check returns an error wrapping ErrExceeded if skipped of samples is
 // over the budget.
-func (b SkipBudget) Check(skipped, samples int) error {
+func (b Budget) Check(skipped, samples int) error {
 	if n := b.Allowed(samples); n >= 0 && skipped > n {
-		return fmt.Errorf("%d of %d samples skipped, over --max-skipped %s (%d): %w", skipped, samples, b, n, ErrSkipBudget)
+		return fmt.Errorf("%d of %d samples skipped, over --max-skipped %s (%d): %w", skipped, samples, b, n, ErrExceeded)
 	}
 	return nil
 }

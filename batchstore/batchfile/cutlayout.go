@@ -28,9 +28,9 @@ func (t *cutTensor) bytes() int64 {
 	return n
 }
 
-// planCut lays out the tensors of a cut of parts, in the first part's
+// cutLayout lays out the tensors of a cut of parts, in the first part's
 // data order. It reads no data.
-func planCut(parts []Part) ([]cutTensor, error) {
+func cutLayout(parts []Part) ([]cutTensor, error) {
 	if len(parts) == 0 {
 		return nil, fmt.Errorf("cut: no parts")
 	}
