@@ -133,7 +133,7 @@ func halfWrittenRetried(t *testing.T, folder *source.Folder, late string, whole 
 		}
 	}}
 	if cached {
-		src = source.NewCache(src, 1<<30)
+		src = producertest.Cache(t, src, 1<<30, "")
 	}
 	cfg := producertest.Config(src, 3, 2, 1)
 	cfg.Rescan = true
@@ -236,7 +236,7 @@ func (h *shardsHooked) Schedule(order, next []int) {
 // samples in epoch 1; they fail as without --keep (skipped, counted).
 func TestKeptSamplesFollowTheirShards(t *testing.T) {
 	spec := producertest.Shards(t, producertest.Folder(t, 12, 3), 4)
-	opened, err := source.Open(spec)
+	opened, err := source.Open(context.Background(), spec, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestLeftOutAtIndexingCountsAgainstTheBudget(t *testing.T) {
 	if err := os.Truncate(last, st.Size()/2); err != nil {
 		t.Fatal(err)
 	}
-	opened, err := source.Open(spec)
+	opened, err := source.Open(context.Background(), spec, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

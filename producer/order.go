@@ -31,7 +31,7 @@ func (p *Producer) fixOrder(e int, prev []int) []int {
 // is known now: a cache in front may hold all of it after epoch 0.
 func (p *Producer) expectNext(e int, order []int) []int {
 	last := p.cfg.Epochs > 0 && e+1 >= p.cfg.Epochs && !p.store.Needs(e+1)
-	if _, cached := p.cfg.Source.(*source.Cache); (cached && e == 0) || last {
+	if _, cached := p.cfg.Source.(source.Cached); (cached && e == 0) || last {
 		return nil
 	}
 	next, _ := batchstore.StitchOrder(order, 0, nil, func(idx int) bool { return !p.stats.excluded(idx) }, nil, p.shuffler(e+1))
@@ -41,7 +41,7 @@ func (p *Producer) expectNext(e int, order []int) []int {
 // toRead is what of order the source is asked for: a cache in front
 // serves what it holds.
 func (p *Producer) toRead(order []int) []int {
-	c, ok := p.cfg.Source.(*source.Cache)
+	c, ok := p.cfg.Source.(source.Cached)
 	if !ok || order == nil {
 		return order
 	}

@@ -318,7 +318,7 @@ func (p *Producer) rescan(ctx context.Context, epoch int) {
 	}
 	if v, ok := source.As[source.Versioned](p.cfg.Source); ok {
 		if retried := p.stats.retryChanged(v); len(retried) > 0 {
-			if c, ok := p.cfg.Source.(*source.Cache); ok {
+			if c, ok := p.cfg.Source.(source.Cached); ok {
 				c.Forget(retried...) // the bytes it kept are the old ones
 			}
 			slog.Info("rescan: samples skipped before whose files changed are tried again", "samples", len(retried), "epoch", epoch)

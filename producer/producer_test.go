@@ -151,7 +151,7 @@ func TestScanErrors(t *testing.T) {
 		{"synthetic:0", "positive"},
 		{"synthetic:x", "positive"},
 	} {
-		_, err := source.Open(tc.spec)
+		_, err := source.Open(context.Background(), tc.spec, source.Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("source %q: got %v, want an error with %q", tc.spec, err, tc.want)
 		}

@@ -83,10 +83,7 @@ func TestSparseFleet200(t *testing.T) { sparseFleet(t, 200, 48) }
 // one joining mid-epoch on another each read exact epochs of their own.
 func TestShardedEpochsAreExactForEveryConsumer(t *testing.T) {
 	const n, epochs = 48, 3
-	src, err := source.OpenShards(producertest.Shards(t, producertest.Folder(t, n, 3), 8))
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := producertest.OpenShards(t, producertest.Shards(t, producertest.Folder(t, n, 3), 8))
 	r := newRig(t, producertest.Config(src, 8, epochs, 2), 4)
 	third := subsetOf(t, "third", n, func(i int) bool { return i%3 == 0 })
 	odd := subsetOf(t, "odd", n, func(i int) bool { return i%2 == 1 })

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -63,7 +64,7 @@ func FuzzMountFlags(f *testing.F) {
 			t.Fatalf("--%s=%q: buffer of %d bytes accepted", name, value, c.buffer)
 		}
 		if strings.HasPrefix(value, "synthetic:") { // a folder would be scanned: only the synthetic parser here
-			source.Open(value) // a bad source is refused at Run; it must not panic either
+			source.Open(context.Background(), value, source.Options{}) // a bad source is refused at Run; it must not panic either
 		}
 	})
 }

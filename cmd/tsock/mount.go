@@ -37,7 +37,7 @@ type mountCommand struct {
 	alloc        *memfile.Allocator
 	producer     *producer.Producer // nil with --ingest
 	ingest       *ingest.Ingest     // nil without --ingest
-	cache        *source.Cache      // nil without --cache
+	opened       time.Time          // when opening the source began
 	gpu          *gpuMode           // nil without --device
 	mounted      *fs.Mounted
 	unmounted    chan struct{} // closed when the file system is gone
@@ -165,19 +165,7 @@ func (c *mountCommand) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if sh, ok := src.(*source.Shards); ok {
-		if err := c.arrangeShards(sh); err != nil {
-			return err
-		}
-	}
-	if c.cacheSize > 0 {
-		if c.cacheDir == "" {
-			c.cache = source.NewCache(src, c.cacheSize)
-		} else if c.cache, err = source.NewDiskCache(src, c.cacheSize, c.cacheDir); err != nil {
-			return fmt.Errorf("--cache-dir: %w", err)
-		}
-		src = c.cache
-	}
+	c.logArrangement(src)
 	c.cfg.Source = src
 	c.warnShuffle()
 	// Listing or indexing a large source leaves garbage (a string per
@@ -355,8 +343,8 @@ func (c *mountCommand) Close() error {
 	if c.gpu != nil { // after the store: its batches hold slabs
 		errs = append(errs, c.gpu.Close())
 	}
-	if c.cache != nil { // after the producer: Run has returned
-		errs = append(errs, c.cache.Close())
+	if cl, ok := c.cfg.Source.(io.Closer); ok { // after the producer: Run has returned
+		errs = append(errs, cl.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +77,7 @@ func TestWithoutRoot(t *testing.T) {
 			t.Fatalf("a consumer as uid %d: %v", nobody, err)
 		}
 	}
-	src, err := source.Open("synthetic:40")
+	src, err := source.Open(context.Background(), "synthetic:40", source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

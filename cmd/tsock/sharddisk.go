@@ -38,15 +38,15 @@ func (d *diskFlags) space(memory int64, batch int) source.ShardSpace {
 	return source.ShardSpace{Memory: memory, Disk: disk, DiskDir: d.dir, Batch: batch}
 }
 
-// arrangeShards chooses how the shards are read and mixed (pieces, the
-// shuffle's window, the shard disk), judged at --batch-size.
-func (c *mountCommand) arrangeShards(sh *source.Shards) error {
-	start := time.Now()
-	if err := sh.Arrange(c.shardDisk.space(c.shardMemory, c.cfg.BatchSize)); err != nil {
-		return fmt.Errorf("--shard-disk: %w", err)
+// logArrangement logs how the shards are read and mixed (pieces, the
+// shuffle's window, the shard disk), as Open arranged them at
+// --batch-size.
+func (c *mountCommand) logArrangement(src source.Source) {
+	sh, ok := source.As[source.Sharded](src)
+	if !ok {
+		return
 	}
 	st := sh.Stats()
 	slog.Info("shards arranged", "pieces", st.Pieces, "window_pieces", st.Window, "shard_disk_bytes", st.Disk,
-		"distinct_labels_per_batch", fmt.Sprintf("%.1f", st.Mix.Distinct), "uniform", fmt.Sprintf("%.1f", st.Mix.Uniform), "took", time.Since(start).Round(time.Millisecond))
-	return nil
+		"distinct_labels_per_batch", fmt.Sprintf("%.1f", st.Mix.Distinct), "uniform", fmt.Sprintf("%.1f", st.Mix.Uniform), "took", time.Since(c.opened).Round(time.Millisecond))
 }

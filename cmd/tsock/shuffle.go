@@ -91,7 +91,7 @@ func (r *shuffleReach) line() string {
 // worse from batches of few classes, and the user should know before
 // days of training.
 func (c *mountCommand) warnShuffle() {
-	sh, ok := source.As[*source.Shards](c.cfg.Source)
+	sh, ok := source.As[source.Sharded](c.cfg.Source)
 	if !ok {
 		return
 	}

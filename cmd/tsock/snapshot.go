@@ -101,8 +101,8 @@ func (c *mountCommand) snapshot() *mountSnapshot {
 	if s.ingest != nil && s.stateText == "producing" {
 		s.stateText = ingestWaiting(s)
 	}
-	if c.cache != nil {
-		cs := c.cache.Stats()
+	if cc, ok := c.cfg.Source.(source.Cached); ok {
+		cs := cc.Stats()
 		s.cache = &cs
 	}
 	if rs, ok := source.As[source.Remote](c.cfg.Source); ok && rs.Store() != nil {
@@ -117,7 +117,7 @@ func (c *mountCommand) snapshot() *mountSnapshot {
 			s.remote.waiting, s.remote.waitedFor, s.remote.lastFault = n, time.Since(since).Seconds(), last
 		}
 	}
-	if sh, ok := source.As[*source.Shards](c.cfg.Source); ok {
+	if sh, ok := source.As[source.Sharded](c.cfg.Source); ok {
 		st := sh.Stats()
 		if st.Index == "" {
 			st.Index = c.noIndex

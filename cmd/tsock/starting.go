@@ -47,7 +47,13 @@ func (c *mountCommand) openSource(ctx context.Context) (source.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, err := source.OpenWith(ctx, c.source, source.Options{S3: c.s3, ShardIndex: c.shardIndex, Progress: o.set})
+	space := c.shardDisk.space(c.shardMemory, c.cfg.BatchSize)
+	c.opened = time.Now()
+	src, err := source.Open(ctx, c.source, source.Options{
+		S3: c.s3, ShardIndex: c.shardIndex, Shards: &space,
+		Cache:    source.CacheConfig{Size: c.cacheSize, Dir: c.cacheDir},
+		Progress: o.set,
+	})
 	if uerr := starting.Unmount(); uerr != nil {
 		slog.Warn("the starting mount did not go away", "err", uerr)
 		if err == nil {

@@ -3,6 +3,7 @@ package producertest
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -173,4 +174,31 @@ func DiskDir(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// OpenShards opens tar shards on a local disk as source.Open does, with
+// the default shard memory and no cache.
+func OpenShards(tb testing.TB, spec string) *source.Shards {
+	tb.Helper()
+	src, err := source.Open(context.Background(), spec, source.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sh, ok := src.(*source.Shards)
+	if !ok {
+		tb.Fatalf("%s opened as %T, not shards", spec, src)
+	}
+	return sh
+}
+
+// Cache puts a cache of size bytes in front of src: in memory, or in an
+// unnamed file in dir; closed when the test ends.
+func Cache(tb testing.TB, src source.Source, size int64, dir string) *source.Cache {
+	tb.Helper()
+	c, err := source.NewCache(src, source.CacheConfig{Size: size, Dir: dir})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
 }

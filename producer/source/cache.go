@@ -54,11 +54,43 @@ type diskSpan struct {
 	size int32
 }
 
-// NewCache caches src's files in memory up to limit bytes.
-func NewCache(src Source, limit int64) *Cache {
-	c := &Cache{Source: src, limit: limit, files: make([][]byte, src.Len())}
+// CacheConfig is a cache in front of a source (--cache, --cache-dir).
+type CacheConfig struct {
+	// Size bounds the bytes kept; 0: no cache.
+	Size int64
+	// Dir, if set, keeps them in an unnamed file there instead of
+	// memory, for datasets larger than memory.
+	Dir string
+}
+
+// Cached is a source with a cache in front: what the producer asks of
+// it, and status's counters.
+type Cached interface {
+	Source
+	// Holds says whether sample i's file is kept: the source under it
+	// need not read it.
+	Holds(i int) bool
+	// Forget drops what is kept of samples (their files changed).
+	Forget(samples ...int)
+	Stats() CacheStats
+}
+
+var _ Cached = (*Cache)(nil)
+
+// NewCache puts a cache of cfg.Size bytes in front of src, any Source:
+// Open does for --cache; tests put one in front of sources of their own.
+func NewCache(src Source, cfg CacheConfig) (*Cache, error) {
+	return newCache(src, cfg)
+}
+
+// newCache is NewCache, for Open.
+func newCache(src Source, cfg CacheConfig) (*Cache, error) {
+	if cfg.Dir != "" {
+		return newDiskCache(src, cfg.Size, cfg.Dir)
+	}
+	c := &Cache{Source: src, limit: cfg.Size, files: make([][]byte, src.Len())}
 	c.follow()
-	return c
+	return c, nil
 }
 
 // follow makes the cache check its source's versions, where it has them.
@@ -68,11 +100,11 @@ func (c *Cache) follow() {
 	}
 }
 
-// NewDiskCache caches src's files up to limit bytes in an unnamed file
+// newDiskCache caches src's files up to limit bytes in an unnamed file
 // in dir (O_TMPFILE), for datasets larger than memory. It fails if dir
 // has less than limit free: a cache that fills the disk would fail
 // whatever else writes there. Close gives the space back.
-func NewDiskCache(src Source, limit int64, dir string) (*Cache, error) {
+func newDiskCache(src Source, limit int64, dir string) (*Cache, error) {
 	var fs unix.Statfs_t
 	if err := unix.Statfs(dir, &fs); err != nil {
 		return nil, fmt.Errorf("cache directory %s: %w", dir, err)

@@ -14,9 +14,9 @@ import (
 // eachCache runs test with a memory cache and with a disk cache of src,
 // both limited to limit bytes.
 func eachCache(t *testing.T, src source.Source, limit int64, test func(t *testing.T, cache *source.Cache)) {
-	t.Run("memory", func(t *testing.T) { test(t, source.NewCache(src, limit)) })
+	t.Run("memory", func(t *testing.T) { test(t, producertest.Cache(t, src, limit, "")) })
 	t.Run("disk", func(t *testing.T) {
-		cache, err := source.NewDiskCache(src, limit, t.TempDir())
+		cache, err := source.NewCache(src, source.CacheConfig{Size: limit, Dir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,9 +46,9 @@ func TestCacheServesLaterEpochsFromItself(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := source.NewCache(src, 1<<30)
+	cache := producertest.Cache(t, src, 1<<30, "")
 	producertest.Produce(t, producertest.Config(cache, 4, 1, 2))
-	disk, err := source.NewDiskCache(src, 1<<30, t.TempDir())
+	disk, err := source.NewCache(src, source.CacheConfig{Size: 1<<30, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestDiskCachesShareADirectory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cache, err := source.NewDiskCache(src, 1<<30, shared)
+		cache, err := source.NewCache(src, source.CacheConfig{Size: 1<<30, Dir: shared})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestDiskCachesShareADirectory(t *testing.T) {
 	if entries, err := os.ReadDir(shared); err != nil || len(entries) != 0 {
 		t.Fatalf("the cache directory holds %v (%v): want nothing named", entries, err)
 	}
-	if _, err := source.NewDiskCache(sources[0], 1<<62, shared); err == nil || !strings.Contains(err.Error(), shared) {
+	if _, err := source.NewCache(sources[0], source.CacheConfig{Size: 1<<62, Dir: shared}); err == nil || !strings.Contains(err.Error(), shared) {
 		t.Fatalf("a cache larger than the disk: %v", err)
 	}
 }

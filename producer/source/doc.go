@@ -16,11 +16,17 @@
 // memory or in an unnamed file on disk keeps encoded bytes after their
 // first read. Package remote beneath holds the object-store client.
 //
-// What crosses its border: out, Source's Encoded(ctx, i) — bytes, never
-// pixels: the pipeline alone decodes — with Label, Name and Classes.
-// What only some sources do is a named optional interface, found through
-// a cache with As: Rescanner (list a folder again), Remote (object-store
-// counters), Skipper (members left out at indexing).
+// What crosses its border: in, a --source value and Options, through
+// Open, the one way in (it also arranges shards and puts the cache in
+// front); out, Source's Encoded(ctx, i) — bytes, never pixels: the
+// pipeline alone decodes — with Label, Name and Classes. What only some
+// sources do is a named optional interface, found through a cache with
+// As: Sharded (pieces, the schedule, the shards' stats), Cached (what the
+// cache holds, its stats), Rescanner (list a folder again), Versioned,
+// Remote (object-store counters), Skipper (members left out at
+// indexing). Callers outside never name a concrete source type; tests
+// build sources of their own with NewCache, ScanFolder and
+// producertest's helpers.
 //
 // Invariants:
 //   - A sample's index, label and name never change once given; a rescan

@@ -161,7 +161,7 @@ func TestAListingStopsWithTheRun(t *testing.T) {
 	dir := producertest.Folder(t, 4, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := source.OpenWith(ctx, dir, source.Options{}); !errors.Is(err, context.Canceled) {
+	if _, err := source.Open(ctx, dir, source.Options{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a listing after the run stopped: %v, want context.Canceled", err)
 	}
 }

@@ -90,17 +90,17 @@ func BenchmarkRemoteEpochs(b *testing.B) {
 	dir, server, _, spec := benchShards(b)
 	cfg := s3Config(server.Endpoint)
 	for b.Loop() {
-		folder, err := source.Open(dir)
+		folder, err := source.Open(context.Background(), dir, source.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		f1, fl, _ := epochRates(b, folder, 3, 0)
-		shards, err := source.OpenContext(context.Background(), spec, cfg)
+		shards, err := source.Open(context.Background(), spec, source.Options{S3: cfg})
 		if err != nil {
 			b.Fatal(err)
 		}
 		s1, sl, _ := epochRates(b, shards, 3, 64)
-		cached := source.NewCache(shards, 8<<30)
+		cached := producertest.Cache(b, shards, 8<<30, "")
 		c1, cl, _ := epochRates(b, cached, 3, 64)
 		fmt.Printf("remote-epochs folder %.0f %.0f s3 %.0f %.0f s3-cache %.0f %.0f\n", f1, fl, s1, sl, c1, cl)
 	}
@@ -127,13 +127,13 @@ func BenchmarkRemoteOpen(b *testing.B) {
 	cfg := s3Config(server.Endpoint)
 	for b.Loop() {
 		start := time.Now()
-		folder, err := source.OpenContext(context.Background(), "s3://bench/folder/", cfg)
+		folder, err := source.Open(context.Background(), "s3://bench/folder/", source.Options{S3: cfg})
 		if err != nil || folder.Len() != 100000 {
 			b.Fatalf("folder: %v", err)
 		}
 		listed := time.Since(start)
 		start = time.Now()
-		shards, err := source.OpenContext(context.Background(), "s3://bench/shards/train-{000000..000999}.tar", cfg)
+		shards, err := source.Open(context.Background(), "s3://bench/shards/train-{000000..000999}.tar", source.Options{S3: cfg})
 		if err != nil || shards.Len() != 100000 {
 			b.Fatalf("shards: %v", err)
 		}
@@ -180,12 +180,12 @@ func BenchmarkRemoteLatency(b *testing.B) {
 		modes = strings.Split(v, ",")
 	}
 	index := filepath.Join(b.TempDir(), "train.idx")
-	if _, err := source.OpenWith(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint), ShardIndex: index}); err != nil {
+	if _, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint), ShardIndex: index}); err != nil {
 		b.Fatal(err) // the earlier mount that wrote it
 	}
 	for b.Loop() {
 		for _, delay := range delays {
-			folder, err := source.Open(dir)
+			folder, err := source.Open(context.Background(), dir, source.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -197,7 +197,7 @@ func BenchmarkRemoteLatency(b *testing.B) {
 				if mode == "whole-indexed" {
 					opts.ShardIndex = index
 				}
-				opened, err := source.OpenWith(context.Background(), spec, opts)
+				opened, err := source.Open(context.Background(), spec, opts)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -212,7 +212,7 @@ func BenchmarkRemoteLatency(b *testing.B) {
 					shards.ShardMemory(0)
 				case "whole-cache":
 					shards.ShardMemory(12 * shardBytes / int64(files))
-					src = source.NewCache(shards, 8<<30)
+					src = producertest.Cache(b, shards, 8<<30, "")
 				}
 				req0, bytes0 := st.Requests.Load(), st.Bytes.Load()
 				var firstBytes int64

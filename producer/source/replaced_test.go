@@ -73,10 +73,7 @@ func TestReplacedShardIsSkippedNotMisread(t *testing.T) {
 	spec := producertest.Shards(t, dir, 6)
 	second := strings.Replace(spec, "{000..001}", "001", 1)
 	t.Run("local", func(t *testing.T) {
-		src, err := source.OpenShards(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
+		src := producertest.OpenShards(t, spec)
 		made, skips := madeAfterReplacing(t, src, func() { relabel(t, second) })
 		if made != 6 || !strings.Contains(skips, "changed since it was indexed") {
 			t.Fatalf("%d samples made, want 6; skips:\n%s", made, skips)
@@ -84,7 +81,7 @@ func TestReplacedShardIsSkippedNotMisread(t *testing.T) {
 	})
 	t.Run("s3", func(t *testing.T) {
 		server := s3test.Start(t, "data")
-		src, err := source.OpenContext(context.Background(), uploadShards(t, server, "data", spec), s3Config(server.Endpoint))
+		src, err := source.Open(context.Background(), uploadShards(t, server, "data", spec), source.Options{S3: s3Config(server.Endpoint)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,11 +38,11 @@ const s3ListParallel = 32
 // listProgressEvery is how often a long listing says how far it got.
 var listProgressEvery = 2 * time.Second
 
-// OpenS3Folder lists s3://BUCKET/PREFIX/ as an ImageFolder: the classes
+// openS3Folder lists s3://BUCKET/PREFIX/ as an ImageFolder: the classes
 // first (one listing with a delimiter), then every class's keys, many
 // classes at once, page by page, saying how far it got every few seconds
 // on the log. ctx bounds the listing; each read takes its own.
-func OpenS3Folder(ctx context.Context, bucket, prefix string, store *remote.Store, opts Options) (*S3Folder, error) {
+func openS3Folder(ctx context.Context, bucket, prefix string, store *remote.Store, opts Options) (*S3Folder, error) {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}

@@ -107,7 +107,7 @@ func TestS3FolderListsInParallelAcrossPages(t *testing.T) {
 	var logged syncBuffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
-	src, err := source.OpenContext(context.Background(), "s3://data/train/", s3Config(proxy.Endpoint))
+	src, err := source.Open(context.Background(), "s3://data/train/", source.Options{S3: s3Config(proxy.Endpoint)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestS3FolderWithoutClassesFails(t *testing.T) {
 		"s3://data/nothing/": "s3://data/nothing/: no image keys",
 		"s3://Bad_Bucket/x/": "bucket \"Bad_Bucket\"",
 	} {
-		if _, err := source.OpenContext(context.Background(), spec, s3Config(server.Endpoint)); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(server.Endpoint)}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", spec, err, want)
 		}
 	}

@@ -42,7 +42,7 @@ func TestAnOutageIsWaitedOut(t *testing.T) {
 			proxy.RetryAfter.Store(1)
 			cfg := s3Config(proxy.Endpoint)
 			cfg.RetryFor = 30 * time.Second
-			src, err := source.OpenContext(context.Background(), spec, cfg)
+			src, err := source.Open(context.Background(), spec, source.Options{S3: cfg})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +118,7 @@ func TestBrokenReadsGoOnFromTheByteReached(t *testing.T) {
 	proxy.CutAfter.Store(8 << 10)
 	cfg := s3Config(proxy.Endpoint)
 	cfg.RetryFor = 30 * time.Second
-	src, err := source.OpenContext(context.Background(), spec, cfg)
+	src, err := source.Open(context.Background(), spec, source.Options{S3: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestBrokenReadsGoOnFromTheByteReached(t *testing.T) {
 	proxy.CutAfter.Store(0)
 	proxy.Bandwidth.Store(64 << 10)
 	cfg.Timeout = 100 * time.Millisecond
-	slow, err := source.OpenContext(context.Background(), spec, cfg)
+	slow, err := source.Open(context.Background(), spec, source.Options{S3: cfg})
 	if err != nil {
 		t.Fatalf("indexing over a slow link: %v", err)
 	}
@@ -159,7 +159,7 @@ func TestBrokenReadsGoOnFromTheByteReached(t *testing.T) {
 func TestADeletedBucketFailsTheRunAndMarksNothing(t *testing.T) {
 	server := s3test.Start(t, "data")
 	uploadFolder(t, server, "data", "train/", producertest.Folder(t, 40, 2))
-	src, err := source.OpenContext(context.Background(), "s3://data/train/", s3Config(server.Endpoint))
+	src, err := source.Open(context.Background(), "s3://data/train/", source.Options{S3: s3Config(server.Endpoint)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestADeletedBucketFailsTheRunAndMarksNothing(t *testing.T) {
 func TestTheFetcherLeavesWholeShardsToTheSource(t *testing.T) {
 	const n, perShard = 120, 10
 	_, local, spec, proxy := s3Shards(t, n, perShard)
-	src, err := source.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
+	src, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint)})
 	if err != nil {
 		t.Fatal(err)
 	}

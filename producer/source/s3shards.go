@@ -46,13 +46,13 @@ type s3Shards struct {
 	bucket string
 }
 
-// OpenS3Shards indexes the shards that spec (s3://BUCKET/KEYS.tar, KEYS
+// openS3Shards indexes the shards that spec (s3://BUCKET/KEYS.tar, KEYS
 // with braces and globs) names: each shard is read once, whole, as one
 // stream, 16 at a time (or its index is taken from the index file); each
 // epoch then reads the shards in pieces, a GET a piece (shardread.go),
 // and samples of pieces not read whole by a ranged GET each. ctx bounds
 // the indexing; each read takes its own.
-func OpenS3Shards(ctx context.Context, spec string, store *remote.Store, opts Options) (*Shards, error) {
+func openS3Shards(ctx context.Context, spec string, store *remote.Store, opts Options) (*Shards, error) {
 	bucket, keys, err := ParseS3Spec(spec)
 	if err != nil {
 		return nil, err

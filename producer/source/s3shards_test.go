@@ -36,11 +36,11 @@ func uploadShards(t *testing.T, s *s3test.Server, bucket, spec string) string {
 // openBoth opens spec through endpoint and the folder dir it was made of.
 func openBoth(t *testing.T, spec, endpoint, dir string) (s3 source.Source, folder source.Source) {
 	t.Helper()
-	s3, err := source.OpenContext(context.Background(), spec, s3Config(endpoint))
+	s3, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(endpoint)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if folder, err = source.Open(dir); err != nil {
+	if folder, err = source.Open(context.Background(), dir, source.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	return s3, folder
@@ -71,12 +71,12 @@ func TestS3ShardsGiveTheFoldersBatchesThroughFaults(t *testing.T) {
 	})
 	cfg := s3Config(proxy.Endpoint)
 	cfg.Timeout = 300 * time.Millisecond // a stalled request times out, and is tried again
-	src, err := source.OpenContext(context.Background(), spec, cfg)
+	src, err := source.Open(context.Background(), spec, source.Options{S3: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	streaming(t, src, local) // each epoch reads the store
-	folder, err := source.Open(dir)
+	folder, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,19 +109,19 @@ func TestS3PermanentFaultsFailAtOnce(t *testing.T) {
 	server := s3test.Start(t, "data")
 	dir := producertest.Folder(t, 12, 2)
 	spec := uploadShards(t, server, "data", producertest.Shards(t, dir, 6))
-	if _, err := source.OpenContext(context.Background(), strings.Replace(spec, "s3://data/", "s3://nobucket/", 1), s3Config(server.Endpoint)); err == nil ||
+	if _, err := source.Open(context.Background(), strings.Replace(spec, "s3://data/", "s3://nobucket/", 1), source.Options{S3: s3Config(server.Endpoint)}); err == nil ||
 		!strings.Contains(err.Error(), "no such bucket") {
 		t.Errorf("no such bucket: %v", err)
 	}
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
 	proxy := s3test.StartProxy(t, server, func(int) s3test.Fault { return s3test.Pass })
-	_, err := source.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
+	_, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint)})
 	// Refused at once: one request, not one a backoff for --s3-retry-for.
 	if err == nil || strings.Contains(err.Error(), "wrong") || len(proxy.Log()) > 2 {
 		t.Errorf("wrong credentials: %v after %d requests:\n%s", err, len(proxy.Log()), strings.Join(proxy.Log(), "\n"))
 	}
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
-	src, err := source.OpenContext(context.Background(), spec, s3Config(server.Endpoint))
+	src, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(server.Endpoint)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestS3ThatStopsAnsweringFailsTheProducer(t *testing.T) {
 	})
 	cfg := s3Config(proxy.Endpoint)
 	cfg.RetryFor = time.Second // a store dead for longer than the budget
-	src, err := source.OpenContext(context.Background(), spec, cfg)
+	src, err := source.Open(context.Background(), spec, source.Options{S3: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,11 +191,11 @@ func TestS3ThatStopsAnsweringFailsTheProducer(t *testing.T) {
 func TestCacheSparesTheNetwork(t *testing.T) {
 	server := s3test.Start(t, "data")
 	spec := uploadShards(t, server, "data", producertest.Shards(t, producertest.Folder(t, 16, 2), 8))
-	src, err := source.OpenContext(context.Background(), spec, s3Config(server.Endpoint))
+	src, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(server.Endpoint)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := source.NewCache(src, 64<<20)
+	cache := producertest.Cache(t, src, 64<<20, "")
 	producertest.Produce(t, producertest.Config(cache, 4, 1, 1))
 	st := &src.(*source.Shards).Store().Stats
 	bytes, requests := st.Bytes.Load(), st.Requests.Load()
@@ -244,7 +244,7 @@ func TestS3EndpointFromSharedConfig(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL", "")
 	t.Setenv("AWS_ENDPOINT_URL_S3", "")
 	t.Setenv("AWS_REGION", "")
-	src, err := source.OpenContext(context.Background(), spec, s3Config(""))
+	src, err := source.Open(context.Background(), spec, source.Options{S3: s3Config("")})
 	if err != nil {
 		t.Fatal(err)
 	}

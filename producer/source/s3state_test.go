@@ -42,7 +42,7 @@ func stateRun(t *testing.T, epochs int, retryFor time.Duration, fault func(n int
 	})
 	cfg := s3Config(proxy.Endpoint)
 	cfg.RetryFor = retryFor
-	src, err := source.OpenContext(context.Background(), spec, cfg)
+	src, err := source.Open(context.Background(), spec, source.Options{S3: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestShardIndexFileSkipsTheIndexPass(t *testing.T) {
 	open := func() (*source.Shards, []string) {
 		t.Helper()
 		before := len(proxy.Log())
-		src, err := source.OpenWith(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint), ShardIndex: index})
+		src, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint), ShardIndex: index})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func TestShardIndexFileSkipsTheIndexPass(t *testing.T) {
 	failing := func(what, shard string) {
 		t.Helper()
 		before := len(proxy.Log())
-		src, err := source.OpenWith(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint), ShardIndex: index})
+		src, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint), ShardIndex: index})
 		if err == nil || !strings.Contains(err.Error(), shard) || methods(proxy.Log()[before:])["GET"] != 0 {
 			t.Fatalf("%s: %v, %v; want an error naming %s, no shard streamed:\n%s", what, src, err, shard, strings.Join(proxy.Log()[before:], "\n"))
 		}
@@ -139,7 +139,7 @@ func TestLocalShardIndexFollowsItsShards(t *testing.T) {
 	index := filepath.Join(t.TempDir(), "train.idx")
 	open := func() source.Source {
 		t.Helper()
-		src, err := source.OpenWith(context.Background(), spec, source.Options{ShardIndex: index})
+		src, err := source.Open(context.Background(), spec, source.Options{ShardIndex: index})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +179,7 @@ func TestAnIndexPassCutShortKeepsNothing(t *testing.T) {
 		index := filepath.Join(t.TempDir(), "train.idx")
 		cfg := s3Config(proxy.Endpoint)
 		cfg.RetryFor = 300 * time.Millisecond
-		src, err := source.OpenWith(ctx, spec, source.Options{S3: cfg, ShardIndex: index})
+		src, err := source.Open(ctx, spec, source.Options{S3: cfg, ShardIndex: index})
 		return src, index, err
 	}
 
@@ -239,7 +239,7 @@ func TestALocalIndexPassStopsWithTheRun(t *testing.T) {
 	index := filepath.Join(t.TempDir(), "train.idx")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := source.OpenWith(ctx, spec, source.Options{ShardIndex: index}); !errors.Is(err, context.Canceled) {
+	if _, err := source.Open(ctx, spec, source.Options{ShardIndex: index}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("an index pass after the run stopped: %v, want context.Canceled", err)
 	}
 	if _, err := os.Stat(index); !os.IsNotExist(err) {
@@ -270,7 +270,7 @@ func TestAnIndexFileIsTrustedOnlyFromItsUser(t *testing.T) {
 	index := filepath.Join(shared, "team.idx")
 	open := func() string {
 		t.Helper()
-		src, err := source.OpenWith(context.Background(), spec, source.Options{ShardIndex: index})
+		src, err := source.Open(context.Background(), spec, source.Options{ShardIndex: index})
 		if err != nil {
 			t.Fatal(err)
 		}

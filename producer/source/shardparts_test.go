@@ -67,7 +67,7 @@ func TestPartsOfShardsAreReadOncePerEpoch(t *testing.T) {
 	server := s3test.Start(t, "data")
 	spec := uploadShards(t, server, "data", local)
 	proxy := s3test.StartProxy(t, server, func(int) s3test.Fault { return s3test.Pass })
-	opened, err := source.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
+	opened, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +79,7 @@ func TestPartsOfShardsAreReadOncePerEpoch(t *testing.T) {
 	if st.Pieces <= shards || int64(st.Pieces) > total/(8<<20) || st.Disk == 0 {
 		t.Fatalf("%d pieces of %d shards (%d bytes), a shard disk of %d: want parts of 8 MiB or more, and the disk", st.Pieces, shards, total, st.Disk)
 	}
-	want, err := source.OpenShards(local)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := producertest.OpenShards(t, local)
 	want.ShardMemory(0)
 	rng := rand.New(rand.NewPCG(3, 4))
 	order := producertest.All(sh.Len())

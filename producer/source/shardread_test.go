@@ -57,7 +57,7 @@ func TestWholeShardsAreReadOncePerEpoch(t *testing.T) {
 	_, local, spec, proxy := s3Shards(t, n, perShard)
 	shards, shardBytes := producertest.ShardFiles(t, local)
 	for _, mode := range []string{"fits", "streaming", "cached"} {
-		opened, err := source.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
+		opened, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func TestWholeShardsAreReadOncePerEpoch(t *testing.T) {
 			streaming(t, opened, local)
 		case "cached":
 			streaming(t, opened, local)
-			src = source.NewCache(opened, 1<<30)
+			src = producertest.Cache(t, opened, 1<<30, "")
 		}
 		fits := mode != "streaming"
 		atOpen := len(proxy.Log())
@@ -110,7 +110,7 @@ func TestWholeShardsAreReadOncePerEpoch(t *testing.T) {
 func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 	const n, perShard = 60, 10
 	_, local, spec, proxy := s3Shards(t, n, perShard)
-	src, err := source.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
+	src, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestSlowDownPacesAndNeverFails(t *testing.T) {
 	const n, perShard = 60, 20
 	_, _, spec, proxy := s3Shards(t, n, perShard)
 	for _, whole := range []bool{false, true} {
-		src, err := source.OpenContext(context.Background(), spec, s3Config(proxy.Endpoint))
+		src, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tsock/tsock/producer/source"
+	"github.com/tsock/tsock/producer/producertest"
 )
 
 // writeShards writes shards train-NNNNNN.tar of per samples each into
@@ -45,9 +45,9 @@ func BenchmarkOpenShards(b *testing.B) {
 	writeShards(b, dir, 1000, 100, make([]byte, 1024))
 	b.ResetTimer()
 	for b.Loop() {
-		src, err := source.OpenShards(filepath.Join(dir, "train-{000000..000999}.tar"))
-		if err != nil || src.Len() != 100000 {
-			b.Fatalf("%v", err)
+		src := producertest.OpenShards(b, filepath.Join(dir, "train-{000000..000999}.tar"))
+		if src.Len() != 100000 {
+			b.Fatalf("%d samples, want 100000", src.Len())
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100000, "ns/sample")

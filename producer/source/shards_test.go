@@ -2,6 +2,7 @@ package source_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,11 +20,11 @@ import (
 func TestShardsGiveTheFoldersBatches(t *testing.T) {
 	dir := producertest.Folder(t, 30, 3)
 	spec := producertest.Shards(t, dir, 7) // 5 shards, the last short
-	folder, err := source.Open(dir)
+	folder, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	shards, err := source.Open(spec)
+	shards, err := source.Open(context.Background(), spec, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,10 +66,7 @@ func TestShardsSkipWhatCannotBeRead(t *testing.T) {
 	if err := os.WriteFile(last, data[:idx[2].Offset+10], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src, err := source.OpenShards(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := producertest.OpenShards(t, spec)
 	if src.Len() != 8 || len(src.Skipped()) != 2 {
 		t.Fatalf("%d samples, skipped %q; want 8 and the cut one and the rest of the shard", src.Len(), src.Skipped())
 	}
@@ -81,7 +79,7 @@ func TestShardsSkipWhatCannotBeRead(t *testing.T) {
 		t.Fatalf("%d samples made, want 7 (one member is no image)", n)
 	}
 	for _, bad := range []string{filepath.Join(t.TempDir(), "none-*.tar"), filepath.Join(t.TempDir(), "missing.tar"), "x-{3..1}.tar"} {
-		if _, err := source.Open(bad); err == nil {
+		if _, err := source.Open(context.Background(), bad, source.Options{}); err == nil {
 			t.Errorf("open %s: no error", bad)
 		}
 	}

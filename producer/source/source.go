@@ -54,6 +54,8 @@ type Sharded interface {
 	// piece, read whole ahead: a fetcher leaves it to the source.
 	ReadsWhole(i int) bool
 	Schedule(order, next []int)
+	// Stats is status's view: pieces, memory, disk, reads, the mix.
+	Stats() ShardStats
 }
 
 // Remote is a source in an object store.
@@ -96,27 +98,21 @@ func As[T any](src Source) (T, bool) {
 	return t, ok
 }
 
-// Open parses a --source value: a directory in ImageFolder form, tar
-// shards in WebDataset form (a path, glob or brace pattern ending in
-// .tar), or "synthetic:N" for N generated images.
-func Open(spec string) (Source, error) {
-	return OpenContext(context.Background(), spec, remote.DefaultConfig())
-}
-
-// OpenContext is Open with a context that bounds every remote request,
-// then and later (the mount's: a stopping daemon waits on no retry), and
-// how to reach an object store for s3:// sources.
-func OpenContext(ctx context.Context, spec string, s3 remote.Config) (Source, error) {
-	return OpenWith(ctx, spec, Options{S3: s3})
-}
-
 // Options are how a source is opened, besides its spec.
 type Options struct {
-	// S3 is how to reach an object store, for s3:// sources.
+	// S3 is how to reach an object store, for s3:// sources; the zero
+	// value is remote.DefaultConfig().
 	S3 remote.Config
 	// ShardIndex is an index file for tar shards (see shardindex.go):
 	// read where it indexes these shards as they are, else written.
 	ShardIndex string
+	// Shards, for tar shards, is the room they are read into and the
+	// batch size the shuffle is judged at (Shards.Arrange); nil: the
+	// default shard memory, no shard disk.
+	Shards *ShardSpace
+	// Cache, if its Size is set, keeps the source's files across epochs
+	// (--cache, --cache-dir).
+	Cache CacheConfig
 	// Progress, if set, is told what opening the source is doing now,
 	// one line, as it goes (each folder listed, each shard indexed): a
 	// long listing or index pass is seen, not silent (the mount's status
@@ -131,8 +127,36 @@ func (o Options) tell(format string, args ...any) {
 	}
 }
 
-// OpenWith is OpenContext with every option.
-func OpenWith(ctx context.Context, spec string, opts Options) (Source, error) {
+// Open opens a --source value, the one way in: a directory in
+// ImageFolder form, tar shards in WebDataset form (a path, glob or brace
+// pattern ending in .tar), either of them in an object store (s3://),
+// or "synthetic:N" for N generated images; then arranges shards and puts
+// a cache in front as opts say. ctx bounds every remote request, then
+// and later (the mount's: a stopping daemon waits on no retry). What a
+// caller may ask of the source beyond Source is an interface here
+// (Sharded, Cached, Remote, Rescanner, Versioned, Skipper; see As); a
+// source that holds resources is an io.Closer.
+func Open(ctx context.Context, spec string, opts Options) (Source, error) {
+	if opts.S3 == (remote.Config{}) {
+		opts.S3 = remote.DefaultConfig()
+	}
+	src, err := open(ctx, spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	if sh, ok := src.(*Shards); ok && opts.Shards != nil {
+		if err := sh.Arrange(*opts.Shards); err != nil {
+			return nil, fmt.Errorf("shard disk: %w", err)
+		}
+	}
+	if opts.Cache.Size > 0 {
+		return newCache(src, opts.Cache)
+	}
+	return src, nil
+}
+
+// open opens spec's source as it is, with no cache.
+func open(ctx context.Context, spec string, opts Options) (Source, error) {
 	s3 := opts.S3
 	if IsS3Spec(spec) {
 		store, err := remote.Dial(s3)
@@ -144,9 +168,9 @@ func OpenWith(ctx context.Context, spec string, opts Options) (Source, error) {
 			return nil, err
 		}
 		if IsShardSpec(key) {
-			return OpenS3Shards(ctx, spec, store, opts)
+			return openS3Shards(ctx, spec, store, opts)
 		}
-		return OpenS3Folder(ctx, bucket, key, store, opts)
+		return openS3Folder(ctx, bucket, key, store, opts)
 	}
 	if rest, ok := strings.CutPrefix(spec, "synthetic:"); ok {
 		n, err := strconv.Atoi(rest)
