@@ -14,14 +14,14 @@ import (
 
 // orderState is ordered mode's place in the sampler.
 type orderState struct {
-	epoch   int
-	order   []int // the epoch's order of dataset indices, once fixed
-	fixed bool
-	prev    []int // the previous epoch's order
-	pos     int   // the next order position to publish
-	handed  int   // positions handed out by Order so far
-	index   int   // batches published in the epoch
-	bad     map[int]bool
+	epoch  int
+	order  []int // the epoch's order of dataset indices, once fixed
+	fixed  bool
+	prev   []int // the previous epoch's order
+	pos    int   // the next order position to publish
+	handed int   // positions handed out by Order so far
+	index  int   // batches published in the epoch
+	bad    map[int]bool
 }
 
 // Order waits until some consumer needs samples, then renders what to

@@ -48,7 +48,7 @@ func TestCacheServesLaterEpochsFromItself(t *testing.T) {
 	}
 	cache := producertest.Cache(t, src, 1<<30, "")
 	producertest.Produce(t, producertest.Config(cache, 4, 1, 2))
-	disk, err := source.NewCache(src, source.CacheConfig{Size: 1<<30, Dir: t.TempDir()})
+	disk, err := source.NewCache(src, source.CacheConfig{Size: 1 << 30, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestDiskCachesShareADirectory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cache, err := source.NewCache(src, source.CacheConfig{Size: 1<<30, Dir: shared})
+		cache, err := source.NewCache(src, source.CacheConfig{Size: 1 << 30, Dir: shared})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestDiskCachesShareADirectory(t *testing.T) {
 	if entries, err := os.ReadDir(shared); err != nil || len(entries) != 0 {
 		t.Fatalf("the cache directory holds %v (%v): want nothing named", entries, err)
 	}
-	if _, err := source.NewCache(sources[0], source.CacheConfig{Size: 1<<62, Dir: shared}); err == nil || !strings.Contains(err.Error(), shared) {
+	if _, err := source.NewCache(sources[0], source.CacheConfig{Size: 1 << 62, Dir: shared}); err == nil || !strings.Contains(err.Error(), shared) {
 		t.Fatalf("a cache larger than the disk: %v", err)
 	}
 }
