@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/fs/fusetest"
+	"golang.org/x/sys/unix"
 )
 
 // env is a store served at a fresh mount point.
@@ -148,7 +152,9 @@ func sum(b []byte) string { return fmt.Sprintf("%x", sha256.Sum256(b)) }
 
 // Nothing is served before the mount is ready: a reader polling status
 // from the moment the mount appears sees only what the caller set in
-// Serving (cmd/tsock's status read a nil mount in that window).
+// Serving (cmd/tsock's status read a nil mount in that window). Serving
+// returns only once the reader is seen blocked in an open of status in
+// the mounted file system: the window is entered, not slept through.
 func TestNothingIsServedBeforeServing(t *testing.T) {
 	fusetest.Need(t)
 	store := batchstore.New(batchstore.Config{Limit: 1 << 20, SizeOf: func(n int) int64 { return int64(n) }})
@@ -162,7 +168,11 @@ func TestNothingIsServedBeforeServing(t *testing.T) {
 	var set atomic.Bool
 	stop := make(chan struct{})
 	seen := make(chan string, 1)
+	tids := make(chan int, 1)
 	go func() { // polls as a script waiting for the mount does, until stopped (or for the wait's bound)
+		runtime.LockOSThread() // its thread is watched in the kernel
+		defer runtime.UnlockOSThread()
+		tids <- unix.Gettid()
 		early := ""
 		defer func() { seen <- early }()
 		for deadline := time.Now().Add(waittest.Limit); time.Now().Before(deadline); {
@@ -176,6 +186,7 @@ func TestNothingIsServedBeforeServing(t *testing.T) {
 			}
 		}
 	}()
+	poller := <-tids
 	m, err := fs.Mount(dir, store, fs.Options{
 		Status: func() ([]byte, error) {
 			if !set.Load() {
@@ -184,7 +195,10 @@ func TestNothingIsServedBeforeServing(t *testing.T) {
 			return []byte("ready\n"), nil
 		},
 		Serving: func(*fs.Mounted) {
-			time.Sleep(200 * time.Millisecond) // the window a reader must not get into
+			// Not Until: a test that ends inside Mount would leave it mounted.
+			if err := waittest.Wait("the reader waits in an open in the mount", func() bool { return inSyscall(poller, unix.SYS_OPENAT) }); err != nil {
+				t.Error(err)
+			}
 			set.Store(true)
 		},
 		Backing: "memfd", ProbeFd: probe.Fd(), Compose: concat,
@@ -207,4 +221,16 @@ func TestNothingIsServedBeforeServing(t *testing.T) {
 	if early := <-seen; early != "" {
 		t.Fatalf("a reader got %q", early)
 	}
+}
+
+// inSyscall says whether thread tid of this process is in system call nr
+// now: a thread blocked in the kernel (a FUSE request waiting for its
+// answer) stays there.
+func inSyscall(tid int, nr int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/syscall", tid))
+	if err != nil {
+		return false
+	}
+	first, _, _ := strings.Cut(string(data), " ")
+	return first == strconv.Itoa(nr)
 }
