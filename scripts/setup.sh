@@ -14,6 +14,33 @@ fi
 if [[ "${TSOCK_SETUP_SLURM:-0}" == 1 ]]; then
 	packages+=(munge slurm-wlm)
 fi
+# python3-mypy: the Python client's types, checked by scripts/test.sh.
+if [[ "${TSOCK_SETUP_LINT:-0}" == 1 ]]; then
+	packages+=(python3-mypy)
+fi
+
+# Go tools the tests need, pinned, built once from the Go module proxy:
+# staticcheck (TSOCK_SETUP_LINT=1) and a real S3 server for the
+# object-store tests (versitygw, POSIX backend; TSOCK_SETUP_S3=1; about 2
+# minutes: tests start it on loopback, producer/source/remote/s3test).
+# Built in the background while apt-get installs (a download and dpkg's
+# disk work, where the build is CPU): a fresh machine's setup is the
+# longer of the two, not their sum.
+gobuilds=()
+gotool() { # gotool NAME MODULE@VERSION
+	[[ -x /var/cache/tsock/gobin/$1 ]] && return 0
+	mkdir -p /var/cache/tsock/gobin
+	local log=/var/cache/tsock/gobin/.$1.log
+	echo "setup: building $1 (log: $log)" >&2
+	(cd /tmp && GOBIN=/var/cache/tsock/gobin PATH="$PATH:/usr/local/go/bin" go install "$2" >"$log" 2>&1) &
+	gobuilds+=("$!:$1")
+}
+if [[ "${TSOCK_SETUP_LINT:-0}" == 1 ]]; then
+	gotool staticcheck honnef.co/go/tools/cmd/staticcheck@v0.8.2
+fi
+if [[ "${TSOCK_SETUP_S3:-0}" == 1 ]]; then
+	gotool versitygw github.com/versity/versitygw/cmd/versitygw@v1.8.0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -54,19 +81,12 @@ cp -rL "$(dirname "$0")/python/pyproject.toml" "$(dirname "$0")/python/README.md
 "$venv/bin/pip" install --quiet --no-index --no-build-isolation "$src" >/dev/null
 rm -rf "$src"
 
-# staticcheck, for scripts/test.sh (TSOCK_SETUP_LINT=1), pinned, built
-# once from the Go module proxy.
-if [[ "${TSOCK_SETUP_LINT:-0}" == 1 ]] && [[ ! -x /var/cache/tsock/gobin/staticcheck ]]; then
-	echo "setup: building staticcheck" >&2
-	mkdir -p /var/cache/tsock/gobin
-	(cd /tmp && GOBIN=/var/cache/tsock/gobin PATH="$PATH:/usr/local/go/bin" go install honnef.co/go/tools/cmd/staticcheck@v0.8.2)
-fi
-
-# A real S3 server for the object-store tests (versitygw, POSIX backend),
-# built once from the Go module proxy (about 2 minutes): tests start it on
-# loopback (producer/source/remote/s3test).
-if [[ "${TSOCK_SETUP_S3:-0}" == 1 ]] && [[ ! -x /var/cache/tsock/gobin/versitygw ]]; then
-	echo "setup: building versitygw (the tests' S3 server)" >&2
-	mkdir -p /var/cache/tsock/gobin
-	(cd /tmp && GOBIN=/var/cache/tsock/gobin PATH="$PATH:/usr/local/go/bin" go install github.com/versity/versitygw/cmd/versitygw@v1.8.0)
-fi
+failed=0
+for b in "${gobuilds[@]}"; do
+	if ! wait "${b%%:*}"; then
+		echo "setup: building ${b#*:} failed:" >&2
+		cat "/var/cache/tsock/gobin/.${b#*:}.log" >&2
+		failed=1
+	fi
+done
+exit "$failed"

@@ -20,6 +20,38 @@ go vet ./...
 phase vet+staticcheck
 
 log=$(mktemp /tmp/tsock-test.XXXXXX)
+fuzzout=$(mktemp /tmp/tsock-fuzzout.XXXXXX)
+mypyout=$(mktemp /tmp/tsock-mypy.XXXXXX)
+
+# Every parser's fuzz target, briefly (6 s each), beyond its corpus
+# (which go test already replays). A finding is a failing input written
+# to testdata/fuzz; go's own "context deadline exceeded" when the time
+# runs out mid-minimization is not one. Run beside go test, at a lower
+# priority: the mount tests wait on daemons and Python as much as they
+# compute, and the fuzzers take the cycles they leave (a fresh machine's
+# whole run stays within 10 minutes).
+fuzz() {
+	local failed=0 target fuzzlog
+	for target in batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset producer/skipbudget:FuzzParse batchstore/batchfile:FuzzParse producer/source/wds:FuzzIndex producer/source/wds:FuzzExpand producer/source:FuzzS3Keys producer/source:FuzzShardIndex producer/source/remote:FuzzSharedConfig producer/source/remote:FuzzRedact producer/pipeline:FuzzDecode cmd/tsock:FuzzMountFlags cmd/tsock:FuzzStatusView; do
+		fuzzlog=$(mktemp /tmp/tsock-fuzz.XXXXXX)
+		go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime 6s "./${target%%:*}" >"$fuzzlog" 2>&1 || true
+		cat "$fuzzlog" >>"$fuzzout"
+		if grep -q -E 'Failing input written to|panic:' "$fuzzlog" || ! grep -q -E 'fuzz: elapsed' "$fuzzlog"; then
+			echo "fuzzing ${target#*:} found a failure:"
+			grep -A5 -E 'Failing input|panic:|FAIL' "$fuzzlog" || cat "$fuzzlog"
+			failed=1
+		fi
+		rm -f "$fuzzlog"
+	done
+	return "$failed"
+}
+fuzzstart=$SECONDS
+nice -n 10 bash -c "$(declare -f fuzz); fuzzout=$fuzzout; fuzz" >"$fuzzout.found" 2>&1 &
+fuzzpid=$!
+# The Python client's types (Debian's mypy; its cache outside the tree).
+(cd scripts/python && nice -n 10 /usr/bin/python3 -m mypy --cache-dir /var/cache/tsock/mypy tsock) >"$mypyout" 2>&1 &
+mypypid=$!
+
 set +e
 go test -race -count=1 -timeout 9m -v ./... >"$log" 2>&1
 status=$?
@@ -28,23 +60,19 @@ phase "go test -race"
 # The full log has every RUN/PASS line; show the rest.
 grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS)' "$log" || true
 
-# Every parser's fuzz target, briefly (6 s each: 13 targets, each paying
-# its own instrumented build, within the run's 10 minutes), beyond its
-# corpus (which the run above already replays). A finding is a failing input written to
-# testdata/fuzz; go's own "context deadline exceeded" when the time runs
-# out mid-minimization is not one.
-for target in batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset producer/skipbudget:FuzzParse batchstore/batchfile:FuzzParse producer/source/wds:FuzzIndex producer/source/wds:FuzzExpand producer/source:FuzzS3Keys producer/source:FuzzShardIndex producer/source/remote:FuzzSharedConfig producer/source/remote:FuzzRedact producer/pipeline:FuzzDecode cmd/tsock:FuzzMountFlags cmd/tsock:FuzzStatusView; do
-	fuzzlog=$(mktemp /tmp/tsock-fuzz.XXXXXX)
-	go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime 6s "./${target%%:*}" >"$fuzzlog" 2>&1 || true
-	cat "$fuzzlog" >>"$log"
-	if grep -q -E 'Failing input written to|panic:' "$fuzzlog" || ! grep -q -E 'fuzz: elapsed' "$fuzzlog"; then
-		echo "fuzzing ${target#*:} found a failure:" >&2
-		grep -A5 -E 'Failing input|panic:|FAIL' "$fuzzlog" >&2 || cat "$fuzzlog" >&2
-		status=1
-	fi
-	rm -f "$fuzzlog"
-done
-phase fuzz
+if ! wait "$mypypid"; then
+	echo "mypy on the Python client found errors:" >&2
+	cat "$mypyout" >&2
+	status=1
+fi
+if ! wait "$fuzzpid"; then
+	cat "$fuzzout.found" >&2
+	status=1
+fi
+cat "$fuzzout" >>"$log"
+rm -f "$fuzzout" "$fuzzout.found" "$mypyout"
+phases+=("(fuzz+mypy beside it: $((SECONDS - fuzzstart))s from its start)")
+phase "fuzz+mypy after go test"
 
 # The Slurm recipe on a real Slurm (one node here: munged, slurmctld and
 # slurmd started by the script and stopped by PID).

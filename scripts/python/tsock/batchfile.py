@@ -36,14 +36,14 @@ class Batch(dict):
     (a dict, or a tuple), without tsock's own "indices" if it added them.
     """
 
-    def __init__(self, tensors: Dict[str, Any], meta: Dict[str, str], path: str, size: int = 0) -> None:
+    def __init__(self, tensors: Dict[str, Any], meta: Dict[str, Any], path: str, size: int = 0) -> None:
         super().__init__(_join_ragged(tensors))
         self.meta = meta
         self.path = path
         self.size = size
         self.epoch = int(meta.get("epoch", 0))
         self.index = int(meta.get("batch", 0))
-        self.dtypes = meta.pop("_dtypes", {})
+        self.dtypes: Dict[str, str] = meta.pop("_dtypes", {})
 
     @property
     def value(self) -> Union["Batch", Dict[str, Any], Tuple[Any, ...]]:
@@ -51,10 +51,10 @@ class Batch(dict):
         shape = self.meta.get(STRUCTURE)
         if shape is None:
             return self
-        shape = json.loads(shape)
-        if shape["kind"] == "tuple":
-            return tuple(self[str(i)] for i in range(shape["len"]))
-        return {k: self[k] for k in shape["keys"]}
+        spec = json.loads(shape)
+        if spec["kind"] == "tuple":
+            return tuple(self[str(i)] for i in range(spec["len"]))
+        return {k: self[k] for k in spec["keys"]}
 
 
 class Ragged:
@@ -110,7 +110,7 @@ def load_batch(path: Path, writable: bool = False) -> Batch:
     finally:
         os.close(fd)
     tensors, meta = _parse(path, m, size)
-    return Batch(tensors, meta, path, size)
+    return Batch(tensors, meta, os.fspath(path), size)
 
 
 def _parse(path: Path, m: mmap.mmap, size: int) -> Tuple[Dict[str, np.ndarray], Dict[str, Any]]:
@@ -147,6 +147,7 @@ def flatten(batch: Any) -> Tuple[List[Tuple[str, np.ndarray, str]], Dict[str, An
     """Named tensors (numpy, C-contiguous) and the structure of a batch:
     a dict, or a tuple/list, of numpy arrays or torch tensors; a list of
     arrays in a dict or a tuple element is ragged (x and x.offsets)."""
+    kind: Dict[str, Any]
     if isinstance(batch, dict):
         kind, items = {"kind": "dict", "keys": list(batch)}, list(batch.items())
     elif isinstance(batch, (tuple, list)):
@@ -198,7 +199,7 @@ def write_batch(path: Path, tensors: List[Tuple[str, np.ndarray, str]], meta: Di
     tensor's buffer straight from its array. The header leaves room
     before the data for tsock's own metadata, so that tsock rewrites it
     in place: the data starts on a page."""
-    header = {"__metadata__": meta}
+    header: Dict[str, Any] = {"__metadata__": meta}
     at = 0
     for name, a, dtype in tensors:
         header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [at, at + a.nbytes]}
@@ -209,7 +210,7 @@ def write_batch(path: Path, tensors: List[Tuple[str, np.ndarray, str]], meta: Di
         _write_all(f, memoryview(struct.pack("<Q", n) + js + b" " * (n - len(js))))
         for _, a, _ in tensors:
             if a.nbytes:
-                _write_all(f, memoryview(a).cast("B"))
+                _write_all(f, a.data.cast("B"))
 
 
 def _write_all(f: BinaryIO, mv: memoryview) -> None:

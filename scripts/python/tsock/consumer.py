@@ -6,7 +6,7 @@ import os
 import secrets
 import time
 import weakref
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -62,13 +62,15 @@ class Consumer:
                 self.close()
                 raise
         self._suffix = ".safetensors"
-        self._load = (lambda path: load_batch(path, writable=True)) if writable else load_batch
+        self._load: Callable[[str], Any] = load_batch
+        if writable:
+            self._load = lambda path: load_batch(path, writable=True)
         self.epoch = None  # the consumer's epoch of the last batch read
         self.meta = None  # the last batch's metadata
         # The dataset indices of the last batch read (a copy: a view would
         # hold the batch), or None where batches carry none or hold them
         # on the GPU.
-        self.indices = None
+        self.indices: Optional[np.ndarray] = None
         self._next = 0  # the next batch number to open
         self._pending = None  # a batch read ahead to find an epoch's end
 
@@ -142,12 +144,12 @@ class Consumer:
                 why = "failed"
             raise TsockError(f"{self.mount}: the producer {why}") from None
 
-    def _await(self, name: str) -> None:
+    def _await(self, name: str, timeout: float) -> None:
         """Waits, up to self.timeout, until batch name is listed in the
         consumer's directory (published) or the consumer has nothing more
         to wait for; then the open does not block. The listing and the
         state file never block: polled, as no event says a batch came."""
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + timeout
         while True:
             try:
                 if name in os.listdir(self.dir):
@@ -164,8 +166,8 @@ class Consumer:
                     why = status.read(self.mount)["state_text"]
                 except status.StatusError as e:
                     why = str(e)
-                raise TsockError(f"consumer {self.name}: no batch in {self.timeout:g} s (the mount: {why})")
-            time.sleep(min(0.05, self.timeout))
+                raise TsockError(f"consumer {self.name}: no batch in {timeout:g} s (the mount: {why})")
+            time.sleep(min(0.05, timeout))
 
     def _take(self) -> Any:
         """The next batch, or None after the last one."""
@@ -176,7 +178,7 @@ class Consumer:
             raise TsockError(f"consumer {self.name} is closed")
         path = os.path.join(self.dir, "%06d%s" % (self._next, self._suffix))
         if self.timeout is not None:
-            self._await(os.path.basename(path))
+            self._await(os.path.basename(path), self.timeout)
         try:
             b = self._load(path)
         except FileNotFoundError:
@@ -221,7 +223,7 @@ class Consumer:
             epoch.drain()
             epoch = None
 
-    def _next_epoch(self) -> "_Epoch":
+    def _next_epoch(self) -> Optional["_Epoch"]:
         first = self._take()
         return None if first is None else _Epoch(self, first)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, cast
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from tsock.consumer import Consumer
 from tsock.errors import TsockError
 
 TYPESTR = {"U8": "|u1", "I64": "<i8"}
-_handles = {}  # (slab handle hex) → device pointer: each process opens a handle once
+_handles: Dict[str, int] = {}  # (slab handle hex) → device pointer: each process opens a handle once
 
 
 class CudaArray:
@@ -54,7 +54,7 @@ class _Held:
 def _cupy_opener(device_uuid: str) -> Callable[[str], int]:
     """Opens IPC handles with CuPy on the local device whose UUID matches
     (device numbers differ between processes; the GPU must be the same)."""
-    import cupy
+    import cupy  # type: ignore[import]  # optional: the [cuda] extra
 
     rt = cupy.cuda.runtime
     for i in range(rt.getDeviceCount()):
@@ -85,8 +85,8 @@ def _cupy_concat(parts: Sequence[Any], shape: Sequence[int], typestr: str) -> An
 
 def cuda_batches(mount: Path, name: Optional[str] = None, batch_size: Optional[int] = None,
                  open_handle: Optional[Callable[..., Any]] = None, concat: Optional[Callable[..., Any]] = None,
-                 synchronize: Optional[Callable[[], None]] = None, subset: Any = None) -> Iterator[Dict[str, Any]]:
-    """Yields each batch as a dict of GPU tensors in tsock's memory.
+                 synchronize: Optional[Callable[[], None]] = None, subset: Any = None) -> Consumer:
+    """A consumer whose batches are dicts of GPU tensors in tsock's memory.
 
     Needs `tsock mount --device` and this process on the same physical GPU.
     A tensor in one segment is zero copy (a CudaArray: torch.as_tensor(x,
@@ -108,12 +108,12 @@ def cuda_batches(mount: Path, name: Optional[str] = None, batch_size: Optional[i
     except FileNotFoundError:
         raise TsockError(f"{mount}: no gpu/slabs: not mounted in GPU mode (tsock mount --device)") from None
     c = Consumer(mount, name=name, batch_size=batch_size, subset=subset)
-    state = {"open": open_handle, "concat": concat or _cupy_concat}
-    synchronize = synchronize or _cupy_synchronize
+    state: Dict[str, Any] = {"open": open_handle, "concat": concat or _cupy_concat}
+    sync: Callable[[], None] = synchronize or _cupy_synchronize
 
     def load(path: str) -> Batch:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        holder = _Held(fd, synchronize)
+        holder = _Held(fd, sync)
         size = os.fstat(fd).st_size
         data = b""
         while len(data) < size:
@@ -127,7 +127,7 @@ def cuda_batches(mount: Path, name: Optional[str] = None, batch_size: Optional[i
             raise TsockError(f"{path}: not a tsock .cuda file") from None
         if state["open"] is None:
             state["open"] = _cupy_opener(desc["device"])
-        tensors = {}
+        tensors: Dict[str, Any] = {}
         for t in desc["tensors"]:
             tname, typestr = t["name"], TYPESTR[t["dtype"]]
             if "values" in t:  # ragged offsets, made anew for this batch
@@ -137,7 +137,8 @@ def cuda_batches(mount: Path, name: Optional[str] = None, batch_size: Optional[i
             for seg in t["segments"]:
                 handle, slab_offset = slabs[seg["slab"]]
                 if handle not in _handles:
-                    _handles[handle] = state["open"](bytes.fromhex(handle))
+                    opener = cast(Callable[[bytes], int], state["open"])
+                    _handles[handle] = opener(bytes.fromhex(handle))
                 count = seg["bytes"] // np.dtype(typestr).itemsize
                 parts.append(CudaArray(_handles[handle] + slab_offset + seg["offset"], (count,), typestr, holder))
             if len(parts) == 1:

@@ -6,7 +6,7 @@ import errno
 import itertools
 import json
 import os
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -135,7 +135,7 @@ def _serve(p: Producer, dataset: Any, batch_size: int, num_workers: int, collate
         # One DataLoader per order read: a whole epoch when every consumer
         # needs all of it, so workers start once an epoch.
         sampler = [indices[i : i + batch_size] for i in range(0, len(indices), batch_size)]
-        loader = tud.DataLoader(_Indexed(dataset), batch_sampler=sampler, num_workers=num_workers,
+        loader: Any = tud.DataLoader(cast(Any, _Indexed(dataset)), batch_sampler=sampler, num_workers=num_workers,
                                 collate_fn=lambda items: _collate(items, collate), **dataloader_kwargs)
         bad = []
         for batch, good, failed in loader:
