@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/producer/producertest"
@@ -27,7 +28,9 @@ import (
 // TestMain doubles as a consumer process: with TSOCK_TEST_CONSUMER=DIR
 // and TSOCK_TEST_OUT=OUT it copies DIR's batches, in order, to OUT until
 // ENOENT. Any other error exits 1. With TSOCK_TEST_JOIN set it makes DIR
-// first.
+// first; with TSOCK_TEST_GO=FILE too, it then writes OUT/.joined and
+// reads only once FILE exists (every consumer joined before any reads,
+// so that each reads from the first batch).
 //
 // With TSOCK_TEST_VICTIM=FILE it maps FILE, says "mapped" and waits to be
 // killed.
@@ -80,6 +83,16 @@ func victimProcess(file string) int {
 func consumerProcess(dir, out string) int {
 	if os.Getenv("TSOCK_TEST_JOIN") != "" { // it joins itself (a mount other users cannot enter)
 		if err := os.Mkdir(dir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "consumer:", err)
+			return 1
+		}
+	}
+	if gofile := os.Getenv("TSOCK_TEST_GO"); gofile != "" {
+		if err := os.WriteFile(filepath.Join(out, ".joined"), nil, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "consumer:", err)
+			return 1
+		}
+		if err := waittest.Wait("the test says go", func() bool { _, err := os.Stat(gofile); return err == nil }); err != nil {
 			fmt.Fprintln(os.Stderr, "consumer:", err)
 			return 1
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
@@ -65,12 +66,24 @@ func TestWithoutRoot(t *testing.T) {
 	for name, out := range map[string]string{"trial-1": out1, "trial-2": out2} {
 		r := exec.Command(self, "-test.run=^$")
 		r.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-		r.Env = []string{"TSOCK_TEST_CONSUMER=" + filepath.Join(mnt, "consumers", name), "TSOCK_TEST_OUT=" + out, "TSOCK_TEST_JOIN=1"}
+		r.Env = []string{"TSOCK_TEST_CONSUMER=" + filepath.Join(mnt, "consumers", name), "TSOCK_TEST_OUT=" + out, "TSOCK_TEST_JOIN=1",
+			"TSOCK_TEST_GO=" + filepath.Join(base, "go")}
 		r.Stderr = os.Stderr
 		if err := r.Start(); err != nil {
 			t.Fatal(err)
 		}
 		readers = append(readers, r)
+	}
+	// Both join before either reads: a consumer that joined after the
+	// other had read batch 0 (and it was freed) starts at batch 1, a
+	// stitched epoch of other bytes.
+	waittest.Until(t, "both consumers joined", func() bool {
+		_, e1 := os.Stat(filepath.Join(out1, ".joined"))
+		_, e2 := os.Stat(filepath.Join(out2, ".joined"))
+		return e1 == nil && e2 == nil
+	})
+	if err := os.WriteFile(filepath.Join(base, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	for _, r := range readers {
 		if err := r.Wait(); err != nil {

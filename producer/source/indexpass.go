@@ -24,7 +24,11 @@ func indexAll(ctx context.Context, paths []string, files shardFiles, opts Option
 	done := 0
 	opts.tell("indexing %d shards: 0 done", len(paths))
 	inParallel(len(paths), files.parallel(), func(i int) {
-		indexes[i] = files.index(ctx, paths[i])
+		if IsParquetSpec(paths[i]) {
+			indexes[i] = indexParquet(ctx, files, paths[i], opts.Columns)
+		} else {
+			indexes[i] = files.index(ctx, paths[i])
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		done++

@@ -34,9 +34,17 @@ import (
 //
 // Layout, little-endian, every count and length a uvarint: the magic; the
 // number of shards; per shard its name, version, size, its samples (key,
-// offset, size, label each), its skips (key, why each) and where it broke
-// off ("" if it did not); then the CRC-32 (IEEE) of all before it.
-const indexMagic = "tsock shard index 1\n"
+// offset, size, label each), its skips (key, why each), where it broke
+// off ("" if it did not), a Parquet file's footer ("" for a tar; a
+// Parquet sample's offset is its row) and the rows it left out whole,
+// and why; then the CRC-32 (IEEE) of all
+// before it. Version 1 had no footers: such a file is indexed again.
+const indexMagic = "tsock shard index 2\n"
+
+// indexFamily begins every version's magic: a file that begins with it
+// is tsock's own, of this version or an older (indexed again and
+// rewritten), never another's (refused).
+const indexFamily = "tsock shard index "
 
 // maxIndexFile bounds an index file read: ImageNet's is some 45 MB, and
 // a file past this is refused at its size, before a byte is read.
@@ -70,6 +78,9 @@ func encodeIndex(names []string, ixs []shardIndex) []byte {
 			broke = ix.broke.Error()
 		}
 		str(broke)
+		str(string(ix.footer))
+		num(ix.lost)
+		str(ix.lostWhy)
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
@@ -111,6 +122,10 @@ func decodeIndex(data []byte) (names []string, ixs []shardIndex, err error) {
 		if broke := d.str(); broke != "" {
 			ix.broke = errors.New(broke)
 		}
+		if footer := d.str(); footer != "" {
+			ix.footer = []byte(footer)
+		}
+		ix.lost, ix.lostWhy = d.num(math.MaxInt32), d.str()
 		names, ixs = append(names, name), append(ixs, ix)
 	}
 	if d.err == nil && len(d.b) != 0 {
@@ -268,8 +283,8 @@ func openIndexFile(path string) (*os.File, int64, error) {
 	if err == nil && st.Size() > maxIndexFile {
 		err = fmt.Errorf("index file %s: %d bytes, over the %d-byte limit: %w", path, st.Size(), maxIndexFile, errIndexRefused)
 	}
-	head := make([]byte, len(indexMagic))
-	if n, _ := f.ReadAt(head, 0); err == nil && string(head[:n]) != indexMagic {
+	head := make([]byte, len(indexFamily))
+	if n, _ := f.ReadAt(head, 0); err == nil && string(head[:n]) != indexFamily {
 		err = fmt.Errorf("index file %s: not a tsock shard index: %w", path, errIndexRefused)
 	}
 	if err != nil {

@@ -35,12 +35,24 @@ const minPiece = 8 << 20
 const mixTarget = 0.92
 
 // piece is a byte range of one shard, read in one request, and the
-// samples whose image members lie within it.
+// samples whose image members lie within it. A Parquet file's piece is a
+// row group's image column chunk: read (its bytes) are decoded into size
+// bytes, what it takes held; a tar's is held as read.
 type piece struct {
 	shard   int32
 	samples int32
+	group   int32 // a Parquet file's row group
 	off     int64
 	size    int64
+	read    int64 // bytes read, where not size
+}
+
+// readBytes is what reading p takes.
+func (p piece) readBytes() int64 {
+	if p.read > 0 {
+		return p.read
+	}
+	return p.size
 }
 
 // ShardSpace is where pieces may be held, and the batch size their
@@ -90,6 +102,10 @@ func (s *Shards) Mixing() Mix { return s.mix }
 // the parts cover the shard's bytes once.
 func (s *Shards) cut(target int64) {
 	s.pieces = s.pieces[:0]
+	if s.pq != nil {
+		s.cutGroups()
+		return
+	}
 	for i := 0; i < len(s.samples); {
 		sh := s.samples[i].shard
 		end := i

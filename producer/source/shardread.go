@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,11 @@ type wholeShard struct {
 	cancel context.CancelFunc // stops its read, if dropped before it ends
 	data   []byte
 	err    error
+	// A Parquet row group's: where each row's image ends in data
+	// (imageRows), or why its images do not decode (bad: each of its
+	// samples is skipped for it, none reads it again).
+	rows []int64
+	bad  error
 	// readers copying out of data right now, and whether it was dropped
 	// meanwhile: the last of them (or its read, if it was still under
 	// way) gives its buffer back. Guarded by the reader's mu.
@@ -293,15 +299,23 @@ func (r *shardReader) load(sh int32) *wholeShard {
 		defer close(w.ready)
 		defer cancel()
 		buf, err := r.bufs.get(pc.size)
-		if err == nil {
-			err = r.s.files.readAt(ctx, r.s.paths[pc.shard], r.s.versions[pc.shard], buf, pc.off)
-		} else {
+		var rows []int64
+		switch {
+		case err != nil:
 			r.Unroomed.Add(1)
 			buf, err = nil, nil // no data and no error: its samples are read alone
+		case r.s.pq != nil:
+			rows, err = r.s.readGroup(ctx, pc, buf)
+		default:
+			err = r.s.files.readAt(ctx, r.s.paths[pc.shard], r.s.versions[pc.shard], buf, pc.off)
+		}
+		var bad *groupError
+		if errors.As(err, &bad) {
+			err = nil // read, and its bytes are the samples' fault
 		}
 		if err == nil && buf != nil {
 			r.Requests.Add(1)
-			r.Bytes.Add(pc.size)
+			r.Bytes.Add(pc.readBytes())
 			r.s.verified(pc.shard)
 		}
 		r.mu.Lock()
@@ -312,8 +326,11 @@ func (r *shardReader) load(sh int32) *wholeShard {
 		case w.dropped || err != nil:
 			r.bufs.put(buf)
 			w.err = err
+		case bad != nil:
+			r.bufs.put(buf)
+			w.data, w.bad = []byte{}, bad
 		default:
-			w.data = buf
+			w.data, w.rows = buf, rows
 		}
 	})
 	return w
@@ -366,18 +383,11 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 	}
 	w.readers++
 	r.mu.Unlock()
-	n, at := int(smp.size), smp.offset-r.s.pieces[sh].off
-	if at < 0 || at+int64(n) > int64(len(w.data)) {
-		r.mu.Lock()
-		r.release(w)
-		r.mu.Unlock()
-		return nil, true, fmt.Errorf("sample %d: member at %d+%d past its piece's %d bytes: %w", i, at, n, len(w.data), ErrShardChanged)
+	src, err := r.member(i, w)
+	if err == nil {
+		*scratch = append((*scratch)[:0], src...)
+		b = *scratch
 	}
-	if cap(*scratch) < n {
-		*scratch = make([]byte, n)
-	}
-	b = (*scratch)[:n]
-	copy(b, w.data[at:])
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.release(w)
@@ -386,7 +396,30 @@ func (r *shardReader) sample(ctx context.Context, i int, scratch *[]byte) (b []b
 	if r.left[sh]--; r.left[sh] <= 0 && !(r.ahead == len(r.seq) && r.nextIn[sh]) {
 		r.dropLocked(sh, w)
 	}
-	return b, true, nil
+	return b, true, err
+}
+
+// member is sample i's image in its piece's bytes, w: a slice of a tar
+// piece, a row of a Parquet row group's decoded images. Callers hold a
+// reader's count on w.
+func (r *shardReader) member(i int, w *wholeShard) ([]byte, error) {
+	smp := r.s.samples[i]
+	if r.s.pq != nil {
+		if w.bad != nil {
+			return nil, fmt.Errorf("%s: its row group: %w", r.s.Name(i), w.bad)
+		}
+		_, row := r.s.pq[smp.shard].group(smp.offset)
+		b, err := rowImage(w.data, w.rows, row)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.s.Name(i), err)
+		}
+		return b, nil
+	}
+	n, at := int64(smp.size), smp.offset-r.s.pieces[smp.piece].off
+	if at < 0 || at+n > int64(len(w.data)) {
+		return nil, fmt.Errorf("sample %d: member at %d+%d past its piece's %d bytes: %w", i, at, n, len(w.data), ErrShardChanged)
+	}
+	return w.data[at : at+n], nil
 }
 
 // tookAlone counts a sample of piece sh read alone (no room, or its read

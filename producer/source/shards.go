@@ -55,6 +55,10 @@ type Shards struct {
 	memory, disk int64
 	diskDir      string
 	index        string // what became of the index file, for status: "" without one
+	// pq holds each Parquet file's footer, parsed (parquet.go); nil for
+	// tar shards.
+	pq   []*parquetShard
+	cols Columns
 
 	checks                    shardVersions   // this epoch's checks of shards' versions (shardversion.go)
 	ctx                       context.Context // the open's: it ends every check (a stopping daemon waits on none)
@@ -77,9 +81,9 @@ type shardSample struct {
 	piece  int32 // what it is read in (shardpieces.go)
 }
 
-// IsShardSpec says whether a --source value names tar shards: a path,
-// glob or brace pattern ending in .tar.
-func IsShardSpec(spec string) bool { return strings.HasSuffix(spec, ".tar") }
+// IsShardSpec says whether a --source value names tar shards or Parquet
+// files: a path, glob or brace pattern ending in .tar or .parquet.
+func IsShardSpec(spec string) bool { return strings.HasSuffix(spec, ".tar") || IsParquetSpec(spec) }
 
 // OpenShards expands spec (braces, then globs: see wds.Expand) and
 // indexes every shard, one per core at a time. A missing shard, a
@@ -127,7 +131,12 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, opt
 		}
 	}
 	s := &Shards{spec: spec, files: files, paths: paths, versions: make([]string, len(paths)),
-		sizes: make([]int64, len(paths)), memory: DefaultShardMemory, index: index}
+		sizes: make([]int64, len(paths)), memory: DefaultShardMemory, index: index, cols: opts.Columns}
+	if IsParquetSpec(pattern) {
+		if s.pq, err = openFooters(paths, indexes, opts.Columns); err != nil {
+			return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
+		}
+	}
 	s.ctx = ctx
 	typical := typicalShard(indexes)
 	for i, ix := range indexes {
@@ -138,6 +147,9 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, opt
 		s.add(int32(i), ix, typical)
 	}
 	if len(s.samples) == 0 {
+		if s.pq != nil {
+			return nil, fmt.Errorf("source %s: no samples in %d Parquet files (%d rows left out: %s)", strconv.Quote(spec), len(s.paths), s.leftOut, firstOf(s.skipped))
+		}
 		return nil, fmt.Errorf("source %s: no samples in %d shards (%d groups left out; a sample is KEY.jpg (or another image) with KEY.cls or KEY.json)",
 			strconv.Quote(spec), len(s.paths), len(s.skipped))
 	}
@@ -148,6 +160,13 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, opt
 	s.classes = make([]string, maxLabel+1)
 	for i := range s.classes {
 		s.classes[i] = strconv.Itoa(i)
+	}
+	if s.pq != nil {
+		var note string
+		if s.classes, note = parquetClasses(s.paths, s.pq, s.cols, maxLabel); note != "" {
+			slog.Warn("class names", "why", note)
+			s.skipped = append(s.skipped, note)
+		}
 	}
 	s.cut(0)
 	s.window = s.windowFor(s.memory)
@@ -247,6 +266,11 @@ type shardIndex struct {
 	skips   []wds.Skip
 	broke   error // where the shard broke off; the samples before stand
 	err     error
+	footer  []byte // a Parquet file's footer (parquet.go); nil for a tar
+	// lost rows of a Parquet file left out whole though its footer
+	// counts them (its columns are not those wanted), and why.
+	lost    int64
+	lostWhy string
 }
 
 func indexShard(ctx context.Context, path string) shardIndex {
@@ -295,6 +319,10 @@ func (s *Shards) add(shard int32, ix shardIndex, typical int) {
 		s.skipped = append(s.skipped, fmt.Sprintf("%s: %s: %s", path, sk.Key, sk.Why))
 	}
 	s.leftOut += len(ix.skips)
+	if ix.lost > 0 {
+		s.skipped = append(s.skipped, fmt.Sprintf("%s: its %d rows: %s", path, ix.lost, ix.lostWhy))
+		s.leftOut += int(ix.lost)
+	}
 	if ix.broke != nil {
 		lost := max(1, typical-len(ix.samples)-len(ix.skips))
 		s.skipped = append(s.skipped, fmt.Sprintf("%s: the rest of the shard (counted as %d samples, what a whole shard holds less what this one did): %v", path, lost, ix.broke))
@@ -317,6 +345,9 @@ func openRegular(path string) (*os.File, error) {
 
 // Describe implements Source.
 func (s *Shards) Describe() string {
+	if s.pq != nil {
+		return fmt.Sprintf("%s (%d Parquet files)", s.spec, len(s.paths))
+	}
 	return fmt.Sprintf("%s (%d tar shards)", s.spec, len(s.paths))
 }
 
@@ -394,6 +425,9 @@ func (s *Shards) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, e
 		if b, ok, err := r.sample(ctx, i, scratch); ok {
 			return b, err
 		}
+	}
+	if s.pq != nil {
+		return s.parquetAlone(ctx, i, scratch)
 	}
 	smp := s.samples[i]
 	n := int(smp.size)

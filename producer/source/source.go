@@ -110,6 +110,9 @@ type Options struct {
 	// batch size the shuffle is judged at (Shards.Arrange); nil: the
 	// default shard memory, no shard disk.
 	Shards *ShardSpace
+	// Columns names the image and label columns of Parquet files
+	// (--columns); the zero value takes the Hub's.
+	Columns Columns
 	// Cache, if its Size is set, keeps the source's files across epochs
 	// (--cache, --cache-dir).
 	Cache CacheConfig

@@ -1,0 +1,497 @@
+package source
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// Parquet files, as the Hugging Face Hub publishes image datasets: each
+// row an image (a struct of bytes and path, or plain binary) and a
+// label, the class names in the file's "huggingface" metadata. They are
+// served by the shards' machinery (Shards): a file plays the shard's
+// part (its version, its index), and a row group's image column chunk is
+// a piece, read in one request and decoded once when it arrives; only
+// the image column's bytes are read in an epoch, and the labels' once,
+// at indexing, with the footer (both kept in the index file).
+
+// IsParquetSpec says whether a --source value names Parquet files: a
+// path, glob or brace pattern ending in .parquet.
+func IsParquetSpec(spec string) bool { return strings.HasSuffix(spec, ".parquet") }
+
+// Columns names the columns of Parquet files that hold the image and the
+// label (--columns); "" takes the Hub's names.
+type Columns struct {
+	Image string
+	Label string
+}
+
+// Hub's column names.
+const (
+	defaultImageColumn = "image"
+	defaultLabelColumn = "label"
+)
+
+func (c Columns) image() string {
+	if c.Image == "" {
+		return defaultImageColumn
+	}
+	return c.Image
+}
+
+func (c Columns) label() string {
+	if c.Label == "" {
+		return defaultLabelColumn
+	}
+	return c.Label
+}
+
+// ParseColumns reads --columns: image=NAME,label=NAME, either or both; a
+// dotted NAME is a nested field (image.bytes). label= with no name: the
+// files have no label column (every sample's label is 0).
+func ParseColumns(s string) (Columns, error) {
+	var c Columns
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		switch {
+		case !ok || (k != "image" && k != "label"):
+			return Columns{}, fmt.Errorf("columns %q: want image=NAME,label=NAME", s)
+		case seen[k]:
+			return Columns{}, fmt.Errorf("columns %q: %s named twice", s, k)
+		case k == "image" && v == "":
+			return Columns{}, fmt.Errorf("columns %q: the image column needs a name", s)
+		case len(v) > 255 || strings.ContainsAny(v, " \t\n\x00"):
+			return Columns{}, fmt.Errorf("columns %q: %q is not a column name", s, v)
+		}
+		seen[k] = true
+		if k == "image" {
+			c.Image = v
+		} else if c.Label = v; v == "" {
+			c.Label = noLabel
+		}
+	}
+	return c, nil
+}
+
+// noLabel names no label column.
+const noLabel = "\x00none"
+
+// String is the flag's value as ParseColumns reads it.
+func (c Columns) String() string {
+	label := c.label()
+	if label == noLabel {
+		label = ""
+	}
+	return "image=" + c.image() + ",label=" + label
+}
+
+// parquetTail is how much of a file's end indexing reads first: the
+// footer of a file of some hundred row groups, in one request.
+const parquetTail = 64 << 10
+
+// maxFooter bounds a footer: a file of thousands of row groups has one
+// of a few megabytes; one that claims more is not believed.
+const maxFooter = 64 << 20
+
+// parquetShard is what serving one Parquet file needs, from its footer:
+// the image column and each row group's chunk of it.
+type parquetShard struct {
+	file     *parquet.File
+	image    int     // the image column's leaf index
+	groups   []int64 // row groups' first rows, and the rows in all after the last
+	footer   []byte  // the file's footer, its length and magic: what the index file keeps
+	noLabels bool
+}
+
+// errNotParquet wraps what a file's own bytes say is wrong with it.
+var errNotParquet = errors.New("not a usable Parquet file")
+
+// unusable: a Parquet file whose footer reads but whose columns are not
+// what is wanted: its rows, all left out.
+type unusable struct {
+	rows int64
+	err  error
+}
+
+func (u *unusable) Error() string { return u.err.Error() }
+func (u *unusable) Unwrap() error { return u.err }
+
+// openParquet parses a file's footer (tail holds the file's last bytes,
+// footer included) and finds the columns cols names.
+func openParquet(tail []byte, size int64, cols Columns) (*parquetShard, error) {
+	if len(tail) < 8 || string(tail[len(tail)-4:]) != "PAR1" {
+		return nil, fmt.Errorf("%w: no Parquet magic at its end (truncated, or another format)", errNotParquet)
+	}
+	n := int64(binary.LittleEndian.Uint32(tail[len(tail)-8:]))
+	if n+12 > size || n > maxFooter {
+		return nil, fmt.Errorf("%w: a footer of %d bytes in a file of %d", errNotParquet, n, size)
+	}
+	if n+8 > int64(len(tail)) {
+		return nil, errShortTail{need: n + 8}
+	}
+	footer := tail[int64(len(tail))-n-8:]
+	f, err := parquet.OpenFile(&tailReader{tail: footer, size: size}, size,
+		parquet.SkipMagicBytes(true), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true), parquet.OptimisticRead(false))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errNotParquet, err)
+	}
+	pq := &parquetShard{file: f, footer: footer}
+	if err := pq.find(cols); err != nil {
+		return nil, &unusable{rows: f.NumRows(), err: err}
+	}
+	if err := pq.checkGroups(size - n - 8); err != nil {
+		return nil, err
+	}
+	return pq, nil
+}
+
+// errShortTail: the footer is longer than the tail read; read need bytes.
+type errShortTail struct{ need int64 }
+
+func (e errShortTail) Error() string { return fmt.Sprintf("footer needs the last %d bytes", e.need) }
+
+// tailReader serves a file's tail, where its footer is: parquet.OpenFile
+// reads nothing else (no magic at the start, no page index).
+type tailReader struct {
+	tail []byte
+	size int64
+}
+
+func (t *tailReader) ReadAt(p []byte, off int64) (int, error) {
+	start := t.size - int64(len(t.tail))
+	if off < start || off+int64(len(p)) > t.size {
+		return 0, fmt.Errorf("read of %d bytes at %d outside the footer", len(p), off)
+	}
+	return copy(p, t.tail[off-start:]), nil
+}
+
+// find sets the image column, and checks the label column, as cols name
+// them: flat (no repeated field on the way), of the right type.
+func (pq *parquetShard) find(cols Columns) error {
+	schema := pq.file.Schema()
+	image, ok := leaf(schema, cols.image(), "bytes")
+	if !ok {
+		return fmt.Errorf("%w: no image column %q (its columns: %s; --columns image=NAME names another)", errNotParquet, cols.image(), columnNames(schema))
+	}
+	if err := flat(image, parquet.ByteArray, "image"); err != nil {
+		return err
+	}
+	pq.image = image.ColumnIndex
+	if cols.label() == noLabel {
+		pq.noLabels = true
+		return nil
+	}
+	label, ok := leaf(schema, cols.label(), "")
+	if !ok {
+		if under := columnsUnder(schema, cols.label()); under != "" {
+			return fmt.Errorf("%w: the label column %s is nested (%s); one integer a row is wanted", errNotParquet, cols.label(), under)
+		}
+		if cols.Label == "" { // the Hub's name, absent: a dataset without labels
+			pq.noLabels = true
+			return nil
+		}
+		return fmt.Errorf("%w: no label column %q (its columns: %s)", errNotParquet, cols.label(), columnNames(schema))
+	}
+	if err := flat(label, parquet.Int64, "label"); err != nil {
+		if err2 := flat(label, parquet.Int32, "label"); err2 != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// labelColumn is the label column's leaf index; ok false without one.
+func (pq *parquetShard) labelColumn(cols Columns) (int, bool) {
+	if pq.noLabels {
+		return 0, false
+	}
+	label, ok := leaf(pq.file.Schema(), cols.label(), "")
+	return label.ColumnIndex, ok
+}
+
+// leaf finds the leaf column name (dotted: a nested field) or, where
+// name is a group, its field inner (the Hub's image struct's bytes).
+func leaf(schema *parquet.Schema, name, inner string) (parquet.LeafColumn, bool) {
+	path := strings.Split(name, ".")
+	if l, ok := schema.Lookup(path...); ok && l.Node.Leaf() {
+		return l, true
+	}
+	if inner != "" {
+		if l, ok := schema.Lookup(append(path, inner)...); ok && l.Node.Leaf() {
+			return l, true
+		}
+	}
+	return parquet.LeafColumn{}, false
+}
+
+// flat checks that l is of kind and holds one value a row: a repeated
+// field (a list) where one value is wanted is refused.
+func flat(l parquet.LeafColumn, kind parquet.Kind, what string) error {
+	if l.MaxRepetitionLevel > 0 {
+		return fmt.Errorf("%w: the %s column %s is repeated (a list); one value a row is wanted", errNotParquet, what, strings.Join(l.Path, "."))
+	}
+	if l.Node.Type().Kind() != kind {
+		return fmt.Errorf("%w: the %s column %s is %s, not %s", errNotParquet, what, strings.Join(l.Path, "."), l.Node.Type(), kind)
+	}
+	return nil
+}
+
+// columnsUnder names the leaf columns inside group name, "" if none.
+func columnsUnder(schema *parquet.Schema, name string) string {
+	var under []string
+	for _, p := range schema.Columns() {
+		if strings.HasPrefix(strings.Join(p, ".")+".", name+".") {
+			under = append(under, strings.Join(p, "."))
+		}
+	}
+	return strings.Join(under, ", ")
+}
+
+func columnNames(schema *parquet.Schema) string {
+	var names []string
+	for _, p := range schema.Columns() {
+		names = append(names, strings.Join(p, "."))
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkGroups checks what the footer says of the row groups against the
+// file: every column chunk within the data (before the footer, at dataEnd),
+// row counts that add up.
+func (pq *parquetShard) checkGroups(dataEnd int64) error {
+	var rows int64
+	groups := pq.file.Metadata().RowGroups
+	pq.groups = make([]int64, 0, len(groups)+1)
+	for g, rg := range groups {
+		if rg.NumRows < 0 || rg.NumRows > maxGroupRows {
+			return fmt.Errorf("%w: row group %d: the footer says %d rows", errNotParquet, g, rg.NumRows)
+		}
+		for c := range rg.Columns {
+			off, n := chunkRange(&rg.Columns[c])
+			if off < 4 || n < 0 || off+n > dataEnd {
+				return fmt.Errorf("%w: row group %d: the footer puts column %d at %d+%d, outside the file's data (4 to %d)", errNotParquet, g, c, off, n, dataEnd)
+			}
+		}
+		pq.groups = append(pq.groups, rows)
+		rows += rg.NumRows
+	}
+	if rows != pq.file.NumRows() {
+		return fmt.Errorf("%w: the footer says %d rows, its row groups %d", errNotParquet, pq.file.NumRows(), rows)
+	}
+	pq.groups = append(pq.groups, rows)
+	return nil
+}
+
+// maxGroupRows bounds a row group's rows: a row index is 32 bits here.
+const maxGroupRows = 1 << 30
+
+// chunkRange is where a column chunk's pages are in its file.
+func chunkRange(c *format.ColumnChunk) (off, n int64) {
+	off = c.MetaData.DataPageOffset
+	if d := c.MetaData.DictionaryPageOffset; d != 0 && d < off {
+		off = d
+	}
+	return off, c.MetaData.TotalCompressedSize
+}
+
+// rows is the file's row count.
+func (pq *parquetShard) rows() int64 { return pq.groups[len(pq.groups)-1] }
+
+// group is the row group holding the file's row r, and r's row in it.
+func (pq *parquetShard) group(r int64) (int, int64) {
+	lo, hi := 0, len(pq.groups)-2
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if pq.groups[mid] <= r {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo, r - pq.groups[lo]
+}
+
+// chunk is row group g's column c: where it is, what reading and
+// decoding it take.
+func (pq *parquetShard) chunk(g, c int) (off, read, held int64) {
+	cc := &pq.file.Metadata().RowGroups[g].Columns[c]
+	off, read = chunkRange(cc)
+	return off, read, max(cc.MetaData.TotalUncompressedSize, read)
+}
+
+// chunkReader serves a column chunk's bytes, read into data, at their
+// offsets in the file: what parquet-go's page reader asks of a file.
+type chunkReader struct {
+	off  int64
+	data []byte
+}
+
+func (c *chunkReader) ReadAt(p []byte, off int64) (int, error) {
+	if off < c.off || off > c.off+int64(len(c.data)) {
+		return 0, fmt.Errorf("read at %d outside the column chunk at %d+%d", off, c.off, len(c.data))
+	}
+	n := copy(p, c.data[off-c.off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// values decodes row group g's column c from its chunk's bytes (raw, read
+// at off), calling each with every row's value in order: a page that
+// does not decompress or decode, or a count of values other than the
+// group's rows, is the group's error.
+func (pq *parquetShard) values(g, c int, raw []byte, off int64, each func(row int, v parquet.Value) error) error {
+	rg := pq.file.RowGroups()[g]
+	cc, ok := rg.ColumnChunks()[c].(*parquet.FileColumnChunk)
+	if !ok {
+		return fmt.Errorf("row group %d: column %d is not a file's", g, c)
+	}
+	pages := cc.PagesFrom(&chunkReader{off: off, data: raw})
+	defer pages.Close()
+	buf := make([]parquet.Value, 64)
+	row := 0
+	for {
+		page, err := pages.ReadPage()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("row group %d: %w", g, err)
+		}
+		err = readPage(page, buf, func(v parquet.Value) error {
+			if int64(row) >= rg.NumRows() {
+				return fmt.Errorf("more values than the %d rows the footer says", rg.NumRows())
+			}
+			row++
+			return each(row-1, v)
+		})
+		parquet.Release(page)
+		if err != nil {
+			return fmt.Errorf("row group %d: %w", g, err)
+		}
+	}
+	if int64(row) != rg.NumRows() {
+		return fmt.Errorf("row group %d: %d values of the %d rows the footer says", g, row, rg.NumRows())
+	}
+	return nil
+}
+
+// readPage calls each with the page's values in order.
+func readPage(page parquet.Page, buf []parquet.Value, each func(v parquet.Value) error) error {
+	r := page.Values()
+	for {
+		n, err := r.ReadValues(buf)
+		for _, v := range buf[:n] {
+			if err := each(v); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// openFooters parses each Parquet file's footer as its index has it (from
+// indexing, or the index file); nil for a file left out whole.
+func openFooters(paths []string, indexes []shardIndex, cols Columns) ([]*parquetShard, error) {
+	pqs := make([]*parquetShard, len(paths))
+	for i, ix := range indexes {
+		if ix.err != nil || ix.footer == nil {
+			continue
+		}
+		pq, err := openParquet(ix.footer, ix.size, cols)
+		if err != nil {
+			return nil, fmt.Errorf("file %s: its footer as indexed: %w", strconv.Quote(paths[i]), err)
+		}
+		pqs[i] = pq
+	}
+	return pqs, nil
+}
+
+// firstOf is a list's first entry, for a message, and how many follow.
+func firstOf(list []string) string {
+	switch len(list) {
+	case 0:
+		return "none"
+	case 1:
+		return list[0]
+	}
+	return fmt.Sprintf("%s, and %d more", list[0], len(list)-1)
+}
+
+// cutGroups makes a Parquet dataset's pieces: a row group's image column
+// chunk each, whatever the target (a chunk is read whole or not at all).
+func (s *Shards) cutGroups() {
+	for i := 0; i < len(s.samples); {
+		sh := s.samples[i].shard
+		pq := s.pq[sh]
+		g := -1
+		for ; i < len(s.samples) && s.samples[i].shard == sh; i++ {
+			smp := &s.samples[i]
+			if sg, _ := pq.group(smp.offset); sg != g {
+				g = sg
+				off, read, held := pq.chunk(g, pq.image)
+				s.pieces = append(s.pieces, piece{shard: sh, group: int32(g), off: off, size: held, read: read})
+			}
+			smp.piece = int32(len(s.pieces) - 1)
+			s.pieces[len(s.pieces)-1].samples++
+		}
+	}
+}
+
+// readGroup reads piece pc's chunk and decodes its images into buf (the
+// piece's size of room): the rows' ends in it.
+func (s *Shards) readGroup(ctx context.Context, pc piece, buf []byte) ([]int64, error) {
+	raw := make([]byte, pc.read)
+	if err := s.files.readAt(ctx, s.paths[pc.shard], s.versions[pc.shard], raw, pc.off); err != nil {
+		return nil, err
+	}
+	ends, err := s.pq[pc.shard].imageRows(int(pc.group), raw, pc.off, buf)
+	if err != nil {
+		return nil, &groupError{err: err}
+	}
+	return ends, nil
+}
+
+// groupError: a row group's images do not decode; its rows are skipped,
+// each for what its own bytes say.
+type groupError struct{ err error }
+
+func (e *groupError) Error() string { return e.err.Error() }
+func (e *groupError) Unwrap() error { return e.err }
+
+// parquetAlone reads sample i alone: its row group's chunk, decoded, for
+// one row (a Parquet image is no byte range of its file).
+func (s *Shards) parquetAlone(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
+	smp := s.samples[i]
+	pc := s.pieces[smp.piece]
+	buf := make([]byte, pc.size)
+	ends, err := s.readGroup(ctx, pc, buf)
+	var bad *groupError
+	if errors.As(err, &bad) {
+		return nil, fmt.Errorf("%s: %w", s.Name(i), err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, row := s.pq[smp.shard].group(smp.offset)
+	b, err := rowImage(buf, ends, row)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name(i), err)
+	}
+	*scratch = append((*scratch)[:0], b...)
+	return *scratch, nil
+}

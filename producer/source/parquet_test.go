@@ -1,0 +1,104 @@
+package source_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
+)
+
+// epochOf reads every sample of src once, in order, as an epoch reads
+// them: scheduled first where src reads pieces.
+func epochOf(t *testing.T, src source.Source, order []int) [][]byte {
+	t.Helper()
+	if sh, ok := source.As[source.Sharded](src); ok {
+		sh.Schedule(order, nil)
+		defer sh.Schedule(nil, nil)
+	}
+	out := make([][]byte, src.Len())
+	var scratch []byte
+	for _, i := range order {
+		b, err := src.Encoded(context.Background(), i, &scratch)
+		if err != nil {
+			t.Fatalf("sample %d (%s): %v", i, src.Name(i), err)
+		}
+		out[i] = bytes.Clone(b)
+	}
+	return out
+}
+
+// chunkBytes is what the image column's chunks of files take, and their
+// row groups: what an epoch reads.
+func chunkBytes(t *testing.T, paths []string) (bytes int64, groups int) {
+	t.Helper()
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		pf, err := parquet.OpenFile(f, st.Size())
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := pf.Schema().Lookup("image", "bytes")
+		for _, rg := range pf.Metadata().RowGroups {
+			bytes += rg.Columns[leaf.ColumnIndex].MetaData.TotalCompressedSize
+			groups++
+		}
+		f.Close()
+	}
+	return bytes, groups
+}
+
+// TestParquetServesTheHubLayout: Parquet files as the Hub writes them
+// (an image struct of bytes and path, a nullable int64 label, class names
+// in the "huggingface" metadata, several row groups, snappy and zstd)
+// serve every image byte for byte, in the folder's order, with its label
+// and the dataset's class names; an epoch reads each row group's image
+// chunk once, a request each, and never a byte of another column.
+func TestParquetServesTheHubLayout(t *testing.T) {
+	dir := producertest.Folder(t, 36, 4)
+	want, err := source.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := producertest.Parquet(t, dir, producertest.ParquetOptions{Files: 3, RowsPerGroup: 5, ExtraBytes: 4096})
+	src, err := source.Open(context.Background(), spec, source.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Len() != want.Len() {
+		t.Fatalf("%d samples, want %d", src.Len(), want.Len())
+	}
+	if got, w := strings.Join(src.Classes(), ","), strings.Join(want.Classes(), ","); got != w {
+		t.Fatalf("classes %s, want the metadata's %s", got, w)
+	}
+	order := make([]int, src.Len())
+	for i := range order {
+		order[i] = len(order) - 1 - i
+	}
+	got := epochOf(t, src, order)
+	for i := range got {
+		img, err := os.ReadFile(want.Name(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[i], img) || src.Label(i) != want.Label(i) {
+			t.Fatalf("sample %d (%s): %d bytes, label %d; want %s's %d bytes, label %d", i, src.Name(i), len(got[i]), src.Label(i), want.Name(i), len(img), want.Label(i))
+		}
+	}
+	paths, _ := filepath.Glob(filepath.Join(filepath.Dir(spec), "*.parquet"))
+	chunks, groups := chunkBytes(t, paths)
+	st := src.(source.Sharded).Stats()
+	if st.Reads != int64(groups) || st.ReadBytes != chunks || st.Pieces != groups {
+		t.Fatalf("an epoch read %d pieces (%d bytes) of %d; want each of the %d row groups' image chunks once (%d bytes)", st.Reads, st.ReadBytes, st.Pieces, groups, chunks)
+	}
+}

@@ -1,0 +1,188 @@
+package source_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/tsock/tsock/producer/producertest"
+	"github.com/tsock/tsock/producer/source"
+)
+
+// footerOf is a Parquet file's bytes split at its footer, and the footer
+// parsed.
+func footerOf(t *testing.T, data []byte) (body []byte, meta format.FileMetaData) {
+	t.Helper()
+	n := int(binary.LittleEndian.Uint32(data[len(data)-8:]))
+	body = data[:len(data)-8-n]
+	if err := thrift.Unmarshal(new(thrift.CompactProtocol), data[len(body):len(data)-8], &meta); err != nil {
+		t.Fatal(err)
+	}
+	return body, meta
+}
+
+// withFooter is body with meta as its footer.
+func withFooter(t *testing.T, body []byte, meta *format.FileMetaData) []byte {
+	t.Helper()
+	footer, err := thrift.Marshal(new(thrift.CompactProtocol), meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := append(append([]byte{}, body...), footer...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(footer)))
+	return append(out, "PAR1"...)
+}
+
+// imageChunk is where row group g's image chunk is in a file.
+func imageChunk(meta *format.FileMetaData, g int) (off, n int64) {
+	c := meta.RowGroups[g].Columns[0].MetaData // image.bytes is the first column
+	off = c.DataPageOffset
+	if d := c.DictionaryPageOffset; d != 0 && d < off {
+		off = d
+	}
+	return off, c.TotalCompressedSize
+}
+
+// TestParquetBadInputLosesOnlyItsRows: every way a Parquet file's own
+// bytes can be wrong leaves out only what they spoil, each named (the
+// file, and the row group or row) and counted; the good rows are all
+// served byte for byte; nothing panics.
+func TestParquetBadInputLosesOnlyItsRows(t *testing.T) {
+	dir := producertest.Folder(t, 10, 2)
+	good := producertest.Parquet(t, dir, producertest.ParquetOptions{Files: 1, RowsPerGroup: 5})
+	data, err := os.ReadFile(strings.Replace(good, "{00000..00000}", "00000", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, meta := footerOf(t, data)
+	out := t.TempDir()
+	put := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a-good.parquet", data)
+	put("b-not-parquet.parquet", []byte("\xff\xd8\xff\xe0 a JPEG, not a table"))
+	put("c-truncated.parquet", data[:len(data)/2])
+	lying := meta // a footer that puts row group 1 past the file's data
+	lying.RowGroups = append([]format.RowGroup{}, meta.RowGroups...)
+	lying.RowGroups[1].Columns = append([]format.ColumnChunk{}, meta.RowGroups[1].Columns...)
+	lying.RowGroups[1].Columns[0].MetaData.DataPageOffset += int64(len(body))
+	put("d-lying-footer.parquet", withFooter(t, body, &lying))
+	spoilt := append([]byte{}, data...) // row group 1's image pages do not decompress
+	off, n := imageChunk(&meta, 1)
+	for k := off + n/2; k < off+n-8; k++ {
+		spoilt[k] ^= 0x5a
+	}
+	put("e-spoilt-group.parquet", spoilt)
+	unknown := meta // an unknown compression for the images
+	unknown.RowGroups = append([]format.RowGroup{}, meta.RowGroups...)
+	for g := range unknown.RowGroups {
+		unknown.RowGroups[g].Columns = append([]format.ColumnChunk{}, meta.RowGroups[g].Columns...)
+		unknown.RowGroups[g].Columns[0].MetaData.Codec = 77
+	}
+	put("f-unknown-codec.parquet", withFooter(t, body, &unknown))
+	// A null image, and a null label.
+	nulls := producertest.Parquet(t, dir, producertest.ParquetOptions{Files: 1, RowsPerGroup: 5, Edit: func(i int, row *producertest.HubRow) {
+		switch i {
+		case 2:
+			row.Image = nil
+		case 7:
+			row.Label = nil
+		}
+	}})
+	if data, err := os.ReadFile(strings.Replace(nulls, "{00000..00000}", "00000", 1)); err != nil {
+		t.Fatal(err)
+	} else {
+		put("g-nulls.parquet", data)
+	}
+	// A repeated label column (a list a row) where one value is wanted.
+	type listRow struct {
+		Image []byte  `parquet:"image"`
+		Label []int64 `parquet:"label,list"`
+	}
+	producertest.WriteParquet(t, filepath.Join(out, "h-list-label.parquet"), []listRow{{[]byte("x"), []int64{1, 2}}, {[]byte("y"), nil}, {[]byte("z"), []int64{0}}}, 2, "snappy", "")
+
+	src, err := source.Open(context.Background(), filepath.Join(out, "*.parquet"), source.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk := src.(source.Skipper)
+	notes := strings.Join(sk.Skipped(), "\n")
+	for _, want := range []string{
+		"b-not-parquet.parquet: the rest of the shard",
+		"c-truncated.parquet: the rest of the shard",
+		"d-lying-footer.parquet: the rest of the shard", "row group 1",
+		"h-list-label.parquet: its 3 rows:", "nested",
+		"g-nulls.parquet: row 7: label -1 (null or negative)",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("left out, want %q named:\n%s", want, notes)
+		}
+	}
+	// 3 whole files counted as a typical file (10 rows), 3 rows of the
+	// list file, the null label.
+	if got, want := sk.LeftOut(), 3*10+3+1; got != want {
+		t.Errorf("%d samples left out at open, want %d:\n%s", got, want, notes)
+	}
+	// Served: a-good's 10, e's 10 (5 fail at read), f's 10 (all fail at
+	// read), g's 9 (the null image fails at read).
+	if src.Len() != 39 {
+		t.Fatalf("%d samples served, want 39", src.Len())
+	}
+	order := make([]int, src.Len())
+	for i := range order {
+		order[i] = i
+	}
+	sh := src.(source.Sharded)
+	sh.Schedule(order, nil)
+	defer sh.Schedule(nil, nil)
+	whole, _ := source.Open(context.Background(), good, source.Options{})
+	var scratch, ref []byte
+	failed := map[string]int{}
+	for _, i := range order {
+		b, err := src.Encoded(context.Background(), i, &scratch)
+		name := src.Name(i)
+		file := filepath.Base(name[:strings.LastIndexByte(name, ':')])
+		if err != nil {
+			if !strings.Contains(err.Error(), file) {
+				t.Errorf("sample %s: %v: the file is not named", name, err)
+			}
+			failed[file]++
+			switch file {
+			case "e-spoilt-group.parquet", "f-unknown-codec.parquet":
+				if !strings.Contains(err.Error(), "row group") {
+					t.Errorf("sample %s: %v: the row group is not named", name, err)
+				}
+			case "g-nulls.parquet":
+				if !strings.Contains(err.Error(), "image is null") {
+					t.Errorf("sample %s: %v, want its null image named", name, err)
+				}
+			}
+			if errors.Is(err, context.Canceled) {
+				t.Fatal(err)
+			}
+			continue
+		}
+		row := 0
+		fmt.Sscanf(name[strings.LastIndexByte(name, ':')+1:], "row %d", &row)
+		if ref, err = whole.Encoded(context.Background(), row, &ref); err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != string(ref) {
+			t.Errorf("sample %s: not row %d's image", name, row)
+		}
+	}
+	want := map[string]int{"e-spoilt-group.parquet": 5, "f-unknown-codec.parquet": 10, "g-nulls.parquet": 1}
+	if fmt.Sprint(failed) != fmt.Sprint(want) {
+		t.Errorf("samples that failed at read, by file: %v, want %v", failed, want)
+	}
+}
