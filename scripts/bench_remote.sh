@@ -16,7 +16,9 @@
 #    (--shard-memory 0, --fetch 64) and whole shards with --cache, against
 #    the local folder measured in the same run with the server idle
 #    beside it; images/s of the first epoch and of the two later ones,
-#    requests and bytes per epoch against the shards' count and bytes.
+#    requests and bytes per epoch against the shards' count and bytes;
+#    and the same photos as Parquet files in the Hub's layout (row groups
+#    of 100), against their row groups and image chunks' bytes.
 # 3. A mount's open over 100,000 keys in versitygw on loopback: listing
 #    an ImageFolder of 1,000 classes of 100 keys, and indexing 1,000
 #    shards of 100 samples.
@@ -71,21 +73,23 @@ for delay in ("0", "30", "100"):
     folder = runs_.get("folder", [])
     for mode, label in (("whole", "whole shards, shard memory of 12 shards"), ("whole-fits", "whole shards, the dataset within the default shard memory"),
                         ("per-sample", "a ranged GET per sample"), ("whole-cache", "whole shards (12 shards' memory), --cache"),
-                        ("whole-indexed", "whole shards (12 shards' memory), --shard-index written by an earlier mount")):
+                        ("whole-indexed", "whole shards (12 shards' memory), --shard-index written by an earlier mount"),
+                        ("parquet", "Parquet files (the Hub's layout, row groups of 100), 12 row groups' memory")):
+        what, unit, units = ("S3 Parquet", "row groups", "image chunks") if mode == "parquet" else ("S3 shards", "shards", "shards")
         rs = runs_.get(mode, [])
         if not rs or len(rs) != len(folder):
             continue
         for k, part in ((3, "first epoch"), (4, "epochs 2-3")):
             got, base = [float(r[k]) for r in rs], [float(r[k]) for r in folder]
-            print(f"| S3 shards, {delay} ms first byte, {label}: images/s, {part} | {med(got):.0f} | local folder {med(base):.0f} | {ratio(got, base)} |")
+            print(f"| {what}, {delay} ms first byte, {label}: images/s, {part} | {med(got):.0f} | local folder {med(base):.0f} | {ratio(got, base)} |")
         req, shards = [float(r[5]) for r in rs], [float(r[7]) for r in rs]
         byt, sbytes = [float(r[6]) for r in rs], [float(r[8]) for r in rs]
-        print(f"| S3 shards, {delay} ms, {label}: requests per epoch | {med(req):.1f} | {med(shards):.0f} shards | {ratio(req, shards)} |")
-        print(f"| S3 shards, {delay} ms, {label}: bytes per epoch | {med(byt) / 2**20:.1f} MiB | shards {med(sbytes) / 2**20:.1f} MiB | {ratio(byt, sbytes)} |")
+        print(f"| {what}, {delay} ms, {label}: requests per epoch | {med(req):.1f} | {med(shards):.0f} {unit} | {ratio(req, shards)} |")
+        print(f"| {what}, {delay} ms, {label}: bytes per epoch | {med(byt) / 2**20:.1f} MiB | {units} {med(sbytes) / 2**20:.1f} MiB | {ratio(byt, sbytes)} |")
         first = [float(r[9]) for r in rs]
         whole = [float(r[10]) / 3 + float(r[6]) for r in rs]  # 3 epochs a row
-        print(f"| S3 shards, {delay} ms, {label}: bytes of the index at open and the first epoch (with the second's first shards, read ahead) | {med(first) / 2**20:.1f} MiB | shards {med(sbytes) / 2**20:.1f} MiB | {ratio(first, sbytes)} |")
-        print(f"| S3 shards, {delay} ms, {label}: bytes per epoch over the run, the index at open included | {med(whole) / 2**20:.1f} MiB | shards {med(sbytes) / 2**20:.1f} MiB | {ratio(whole, sbytes)} |")
+        print(f"| {what}, {delay} ms, {label}: bytes of the index at open and the first epoch (with the second's first shards, read ahead) | {med(first) / 2**20:.1f} MiB | {units} {med(sbytes) / 2**20:.1f} MiB | {ratio(first, sbytes)} |")
+        print(f"| {what}, {delay} ms, {label}: bytes per epoch over the run, the index at open included | {med(whole) / 2**20:.1f} MiB | {units} {med(sbytes) / 2**20:.1f} MiB | {ratio(whole, sbytes)} |")
 for delay in ("0", "30", "100"):
     folder = [r for r in lat if r[1] == delay and r[2] == "folder"]
     whole = [r for r in lat if r[1] == delay and r[2] == "whole"]

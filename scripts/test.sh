@@ -23,7 +23,9 @@ log=$(mktemp /tmp/tsock-test.XXXXXX)
 fuzzout=$(mktemp /tmp/tsock-fuzzout.XXXXXX)
 mypyout=$(mktemp /tmp/tsock-mypy.XXXXXX)
 
-# Every parser's fuzz target, briefly (6 s each), beyond its corpus
+# Every parser's fuzz target, briefly (6 s each, and at most 2 s to
+# minimize what it finds: the minimizer stalls on inputs of kilobytes),
+# beyond its corpus
 # (which go test already replays). A finding is a failing input written
 # to testdata/fuzz; go's own "context deadline exceeded" when the time
 # runs out mid-minimization is not one. Run beside go test, at a lower
@@ -32,9 +34,9 @@ mypyout=$(mktemp /tmp/tsock-mypy.XXXXXX)
 # whole run stays within 10 minutes).
 fuzz() {
 	local failed=0 target fuzzlog
-	for target in batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset producer/skipbudget:FuzzParse batchstore/batchfile:FuzzParse producer/source/wds:FuzzIndex producer/source/wds:FuzzExpand producer/source:FuzzS3Keys producer/source:FuzzShardIndex producer/source/remote:FuzzSharedConfig producer/source/remote:FuzzRedact producer/pipeline:FuzzDecode cmd/tsock:FuzzMountFlags cmd/tsock:FuzzStatusView; do
+	for target in batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset producer/skipbudget:FuzzParse batchstore/batchfile:FuzzParse producer/source/wds:FuzzIndex producer/source/wds:FuzzExpand producer/source:FuzzS3Keys producer/source:FuzzShardIndex producer/source:FuzzHubClassNames producer/source:FuzzParseColumns producer/source:FuzzParquetFile producer/source/remote:FuzzSharedConfig producer/source/remote:FuzzRedact producer/pipeline:FuzzDecode cmd/tsock:FuzzMountFlags cmd/tsock:FuzzStatusView; do
 		fuzzlog=$(mktemp /tmp/tsock-fuzz.XXXXXX)
-		go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime 6s "./${target%%:*}" >"$fuzzlog" 2>&1 || true
+		go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime 6s -fuzzminimizetime 2s "./${target%%:*}" >"$fuzzlog" 2>&1 || true
 		cat "$fuzzlog" >>"$fuzzout"
 		if grep -q -E 'Failing input written to|panic:' "$fuzzlog" || ! grep -q -E 'fuzz: elapsed' "$fuzzlog"; then
 			echo "fuzzing ${target#*:} found a failure:"

@@ -43,10 +43,11 @@ type mountFlags struct {
 	// read alone.
 	shardMemory int64
 	shardDisk   diskFlags
-	shardIndex  string // the tar shards' index file: "" for none
-	noIndex     string // why none is kept, for status ("" with one)
-	keepAuto    bool   // --keep auto: as much as --buffer with eval, else none
-	fetchAuto   bool   // --fetch auto: defaultRemoteFetch for s3://, else 0
+	shardIndex  string         // the tar shards' index file: "" for none
+	columns     source.Columns // Parquet files' image and label columns
+	noIndex     string         // why none is kept, for status ("" with one)
+	keepAuto    bool           // --keep auto: as much as --buffer with eval, else none
+	fetchAuto   bool           // --fetch auto: defaultRemoteFetch for s3://, else 0
 
 	device     string // "" without --device
 	deviceSpec gpu.DeviceSpec
@@ -76,7 +77,7 @@ func (c *mountCommand) Parse(args []string) error {
 	f := newFlagSet("mount")
 	c.flags = f
 	c.s3 = remote.DefaultConfig()
-	f.StringVar(&c.source, "source", "", "image folder in ImageFolder form, WebDataset tar shards ('DIR/train-{000000..000099}.tar', globs too; or s3://BUCKET/KEYS.tar), or synthetic:N")
+	f.StringVar(&c.source, "source", "", "image folder in ImageFolder form, WebDataset tar shards ('DIR/train-{000000..000099}.tar', globs too; or s3://BUCKET/KEYS.tar), Parquet files as the Hugging Face Hub publishes them ('DIR/train-*.parquet', or s3://BUCKET/KEYS.parquet), or synthetic:N")
 	f.StringVar(&c.s3.Endpoint, "s3-endpoint", "", "S3-compatible server for s3:// sources (http://HOST:PORT for plain HTTP); default AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, then AWS")
 	f.DurationVar(&c.s3.RetryFor, "s3-retry-for", c.s3.RetryFor, "how long a request waits out a store that fails it (errors, resets, refused connections, throttling; credentials refused after they worked, with fresh ones each try), from its first fault, with backoff and jitter, before the run fails")
 	f.BoolVar(&c.ingestMode, "ingest", false, "batches come from outside: producers write them into MOUNTPOINT/ingest/")
@@ -89,6 +90,7 @@ func (c *mountCommand) Parse(args []string) error {
 	newSize(f, &c.cacheSize, "cache", "0", true, "memory (or disk, with --cache-dir) for encoded files kept after their first read, so later epochs read no disk or network; 0: off")
 	newSize(f, &c.shardMemory, "shard-memory", "512MiB", true, "memory for tar shards read whole (or in pieces of 8 MiB or more), once an epoch (one request a piece), ahead of the workers, and shuffled across; 0: read each sample alone (a ranged request each)")
 	c.shardDisk.add(f)
+	newParsed(f, &c.columns, source.ParseColumns, "columns", "", "the columns of Parquet files (--source ….parquet) that hold the image and the label, where they are not the Hub's image and label: `image=NAME,label=NAME` (a dotted NAME is a nested field; label= with no name: no labels, every sample's is 0)")
 	f.StringVar(&c.shardIndex, "shard-index", "", "where the tar shards' index is kept (a `FILE`, or none): read at mount where it indexes these shards as they are (no shard read to index them), else written there, so that only a first mount reads the shards to index them; a file on a shared file system serves every node (default: one per dataset under $XDG_CACHE_HOME or ~/.cache, in tsock/shard-index/)")
 	f.StringVar(&c.cacheDir, "cache-dir", "", "keep the --cache in an unnamed file in this directory (a local disk), not in memory: for datasets larger than memory; gone when the mount ends")
 	newAutoSize(f, &c.keepAuto, &c.cfg.Keep, "keep", "with --transform eval: memory for the samples made in the first epoch, copied into later ones with no decode; auto: as much as --buffer (0 with train)")
@@ -131,7 +133,7 @@ func (c *mountCommand) Parse(args []string) error {
 }
 
 // builtInFlags only make sense with the built-in pipeline (--source).
-var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "shard-memory", "shard-disk", "shard-disk-dir", "shard-index", "s3-endpoint", "s3-retry-for", "fetch", "rescan", "keep"}
+var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "shard-memory", "shard-disk", "shard-disk-dir", "shard-index", "s3-endpoint", "s3-retry-for", "fetch", "rescan", "keep", "columns"}
 
 // defaultRemoteFetch keeps a store 30 ms away busy enough for about
 // 2,000 images a second (64 / 0.03 s): more than the decoders of a
@@ -151,6 +153,9 @@ func (c *mountCommand) checkMode(f *pflag.FlagSet) error {
 			if f.Changed(name) {
 				return usagef("--%s is for --ingest", name)
 			}
+		}
+		if f.Changed("columns") && !source.IsParquetSpec(c.source) {
+			return usagef("--columns is for Parquet files (a --source ending in .parquet), not %s", remote.Redact(c.source))
 		}
 		if c.cfg.Rescan && (source.IsS3Spec(c.source) || source.IsShardSpec(c.source) || strings.HasPrefix(c.source, "synthetic:")) {
 			return usagef("--rescan: only a local folder can be listed again, not %s", remote.Redact(c.source))

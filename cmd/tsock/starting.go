@@ -50,7 +50,7 @@ func (c *mountCommand) openSource(ctx context.Context) (source.Source, error) {
 	space := c.shardDisk.space(c.shardMemory, c.cfg.BatchSize)
 	c.opened = time.Now()
 	src, err := source.Open(ctx, c.source, source.Options{
-		S3: c.s3, ShardIndex: c.shardIndex, Shards: &space,
+		S3: c.s3, ShardIndex: c.shardIndex, Shards: &space, Columns: c.columns,
 		Cache:    source.CacheConfig{Size: c.cacheSize, Dir: c.cacheDir},
 		Progress: o.set,
 	})

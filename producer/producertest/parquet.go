@@ -129,3 +129,31 @@ func HubMeta(names []string) string {
 	}
 	return string(b)
 }
+
+// ImageChunks is the bytes of the image column's chunks of the Parquet
+// files in dir, and their row groups: what an epoch reads of them.
+func ImageChunks(tb testing.TB, dir string) (bytes int64, groups int) {
+	tb.Helper()
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.parquet"))
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		st, err := f.Stat()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		pf, err := parquet.OpenFile(f, st.Size())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		leaf, _ := pf.Schema().Lookup("image", "bytes")
+		for _, rg := range pf.Metadata().RowGroups {
+			bytes += rg.Columns[leaf.ColumnIndex].MetaData.TotalCompressedSize
+			groups++
+		}
+		f.Close()
+	}
+	return bytes, groups
+}

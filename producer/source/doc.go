@@ -3,6 +3,8 @@
 // one encoded image. Everything downstream knows only those numbers.
 //
 // Kinds: an ImageFolder on a local disk (Folder), WebDataset tar shards
+// or the Hub's Parquet files (parquet.go: a file plays the shard, a row
+// group's image column chunk the piece, decoded when it arrives)
 // on a local disk or in an object store (Shards: indexed once at open by
 // package wds, or from the index file an earlier open wrote; read in
 // pieces, a shard whole or parts of 8 MiB or more, chosen by Arrange from

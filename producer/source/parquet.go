@@ -302,9 +302,6 @@ func chunkRange(c *format.ColumnChunk) (off, n int64) {
 	return off, c.MetaData.TotalCompressedSize
 }
 
-// rows is the file's row count.
-func (pq *parquetShard) rows() int64 { return pq.groups[len(pq.groups)-1] }
-
 // group is the row group holding the file's row r, and r's row in it.
 func (pq *parquetShard) group(r int64) (int, int64) {
 	lo, hi := 0, len(pq.groups)-2

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
 )
@@ -32,30 +30,6 @@ func epochOf(t *testing.T, src source.Source, order []int) [][]byte {
 		out[i] = bytes.Clone(b)
 	}
 	return out
-}
-
-// chunkBytes is what the image column's chunks of files take, and their
-// row groups: what an epoch reads.
-func chunkBytes(t *testing.T, paths []string) (bytes int64, groups int) {
-	t.Helper()
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := f.Stat()
-		pf, err := parquet.OpenFile(f, st.Size())
-		if err != nil {
-			t.Fatal(err)
-		}
-		leaf, _ := pf.Schema().Lookup("image", "bytes")
-		for _, rg := range pf.Metadata().RowGroups {
-			bytes += rg.Columns[leaf.ColumnIndex].MetaData.TotalCompressedSize
-			groups++
-		}
-		f.Close()
-	}
-	return bytes, groups
 }
 
 // TestParquetServesTheHubLayout: Parquet files as the Hub writes them
@@ -95,8 +69,7 @@ func TestParquetServesTheHubLayout(t *testing.T) {
 			t.Fatalf("sample %d (%s): %d bytes, label %d; want %s's %d bytes, label %d", i, src.Name(i), len(got[i]), src.Label(i), want.Name(i), len(img), want.Label(i))
 		}
 	}
-	paths, _ := filepath.Glob(filepath.Join(filepath.Dir(spec), "*.parquet"))
-	chunks, groups := chunkBytes(t, paths)
+	chunks, groups := producertest.ImageChunks(t, filepath.Dir(spec))
 	st := src.(source.Sharded).Stats()
 	if st.Reads != int64(groups) || st.ReadBytes != chunks || st.Pieces != groups {
 		t.Fatalf("an epoch read %d pieces (%d bytes) of %d; want each of the %d row groups' image chunks once (%d bytes)", st.Reads, st.ReadBytes, st.Pieces, groups, chunks)

@@ -118,9 +118,9 @@ func TestParquetBadInputLosesOnlyItsRows(t *testing.T) {
 	sk := src.(source.Skipper)
 	notes := strings.Join(sk.Skipped(), "\n")
 	for _, want := range []string{
-		"b-not-parquet.parquet: the rest of the shard",
-		"c-truncated.parquet: the rest of the shard",
-		"d-lying-footer.parquet: the rest of the shard", "row group 1",
+		"b-not-parquet.parquet: the rest of the file",
+		"c-truncated.parquet: the rest of the file",
+		"d-lying-footer.parquet: the rest of the file", "row group 1",
 		"h-list-label.parquet: its 3 rows:", "nested",
 		"g-nulls.parquet: row 7: label -1 (null or negative)",
 	} {

@@ -82,6 +82,24 @@ func benchShards(b *testing.B) (dir string, server *s3test.Server, local, spec s
 	return dir, server, local, "s3://bench/shards/" + filepath.Base(local)
 }
 
+// benchParquet writes dir's images as Parquet files in the Hub's layout,
+// row groups of 100 rows (a shard's worth), 10 a file, into the server
+// (bucket bench, under parquet/), and returns their spec, their row
+// groups and the bytes of their image chunks: what an epoch reads.
+func benchParquet(b *testing.B, dir string, server *s3test.Server) (spec string, groups int, chunkBytes int64) {
+	src, err := source.Open(context.Background(), dir, source.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	files := max((src.Len()+999)/1000, 1)
+	local := producertest.Parquet(b, dir, producertest.ParquetOptions{Files: files, RowsPerGroup: 100})
+	if err := os.CopyFS(filepath.Join(server.Root, "bench", "parquet"), os.DirFS(filepath.Dir(local))); err != nil {
+		b.Fatal(err)
+	}
+	chunkBytes, groups = producertest.ImageChunks(b, filepath.Dir(local))
+	return "s3://bench/parquet/" + filepath.Base(local), groups, chunkBytes
+}
+
 // BenchmarkRemoteEpochs: the images of TSOCK_BENCH_DIR (an ImageFolder)
 // as a local folder, then as WebDataset shards of 100 in versitygw on
 // loopback, without and with the cache, one after the other in each
@@ -175,10 +193,11 @@ func BenchmarkRemoteLatency(b *testing.B) {
 			delays = append(delays, time.Duration(n)*time.Millisecond)
 		}
 	}
-	modes := []string{"whole", "whole-fits", "per-sample", "whole-cache", "whole-indexed"}
+	modes := []string{"whole", "whole-fits", "per-sample", "whole-cache", "whole-indexed", "parquet"}
 	if v := os.Getenv("TSOCK_BENCH_MODES"); v != "" {
 		modes = strings.Split(v, ",")
 	}
+	pqSpec, groups, chunkBytes := benchParquet(b, dir, server)
 	index := filepath.Join(b.TempDir(), "train.idx")
 	if _, err := source.Open(context.Background(), spec, source.Options{S3: s3Config(proxy.Endpoint), ShardIndex: index}); err != nil {
 		b.Fatal(err) // the earlier mount that wrote it
@@ -197,7 +216,11 @@ func BenchmarkRemoteLatency(b *testing.B) {
 				if mode == "whole-indexed" {
 					opts.ShardIndex = index
 				}
-				opened, err := source.Open(context.Background(), spec, opts)
+				unitSpec, units, unitBytes := spec, files, shardBytes
+				if mode == "parquet" {
+					unitSpec, units, unitBytes = pqSpec, groups, chunkBytes
+				}
+				opened, err := source.Open(context.Background(), unitSpec, opts)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -208,6 +231,8 @@ func BenchmarkRemoteLatency(b *testing.B) {
 				switch mode {
 				case "whole", "whole-indexed":
 					shards.ShardMemory(12 * shardBytes / int64(files))
+				case "parquet":
+					shards.ShardMemory(12 * shards.Stats().PieceBytes)
 				case "per-sample":
 					shards.ShardMemory(0)
 				case "whole-cache":
@@ -220,7 +245,7 @@ func BenchmarkRemoteLatency(b *testing.B) {
 				s1, sl, fb := epochRates(b, src, epochs, 64, func() { firstBytes = indexBytes + st.Bytes.Load() - bytes0 })
 				req, bytes := st.Requests.Load()-req0, st.Bytes.Load()-bytes0
 				fmt.Printf("remote-latency %d %s %.0f %.0f %.1f %.0f %d %d %d %d %d\n", delay.Milliseconds(), mode, s1, sl,
-					float64(req)/epochs, float64(bytes)/epochs, files, shardBytes, firstBytes, indexBytes, fb.Milliseconds())
+					float64(req)/epochs, float64(bytes)/epochs, units, unitBytes, firstBytes, indexBytes, fb.Milliseconds())
 			}
 		}
 	}

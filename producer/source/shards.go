@@ -325,7 +325,11 @@ func (s *Shards) add(shard int32, ix shardIndex, typical int) {
 	}
 	if ix.broke != nil {
 		lost := max(1, typical-len(ix.samples)-len(ix.skips))
-		s.skipped = append(s.skipped, fmt.Sprintf("%s: the rest of the shard (counted as %d samples, what a whole shard holds less what this one did): %v", path, lost, ix.broke))
+		what := "shard"
+		if s.pq != nil {
+			what = "file"
+		}
+		s.skipped = append(s.skipped, fmt.Sprintf("%s: the rest of the %s (counted as %d samples, what a whole %s holds less what this one did): %v", path, what, lost, what, ix.broke))
 		s.leftOut += lost
 	}
 }
