@@ -1,7 +1,6 @@
 package source
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,72 +25,11 @@ import (
 // path, glob or brace pattern ending in .parquet.
 func IsParquetSpec(spec string) bool { return strings.HasSuffix(spec, ".parquet") }
 
-// Columns names the columns of Parquet files that hold the image and the
-// label (--columns); "" takes the Hub's names.
-type Columns struct {
-	Image string
-	Label string
-}
-
 // Hub's column names.
 const (
 	defaultImageColumn = "image"
 	defaultLabelColumn = "label"
 )
-
-func (c Columns) image() string {
-	if c.Image == "" {
-		return defaultImageColumn
-	}
-	return c.Image
-}
-
-func (c Columns) label() string {
-	if c.Label == "" {
-		return defaultLabelColumn
-	}
-	return c.Label
-}
-
-// ParseColumns reads --columns: image=NAME,label=NAME, either or both; a
-// dotted NAME is a nested field (image.bytes). label= with no name: the
-// files have no label column (every sample's label is 0).
-func ParseColumns(s string) (Columns, error) {
-	var c Columns
-	seen := map[string]bool{}
-	for _, part := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(part, "=")
-		switch {
-		case !ok || (k != "image" && k != "label"):
-			return Columns{}, fmt.Errorf("columns %q: want image=NAME,label=NAME", s)
-		case seen[k]:
-			return Columns{}, fmt.Errorf("columns %q: %s named twice", s, k)
-		case k == "image" && v == "":
-			return Columns{}, fmt.Errorf("columns %q: the image column needs a name", s)
-		case len(v) > 255 || strings.ContainsAny(v, " \t\n\x00"):
-			return Columns{}, fmt.Errorf("columns %q: %q is not a column name", s, v)
-		}
-		seen[k] = true
-		if k == "image" {
-			c.Image = v
-		} else if c.Label = v; v == "" {
-			c.Label = noLabel
-		}
-	}
-	return c, nil
-}
-
-// noLabel names no label column.
-const noLabel = "\x00none"
-
-// String is the flag's value as ParseColumns reads it.
-func (c Columns) String() string {
-	label := c.label()
-	if label == noLabel {
-		label = ""
-	}
-	return "image=" + c.image() + ",label=" + label
-}
 
 // parquetTail is how much of a file's end indexing reads first: the
 // footer of a file of some hundred row groups, in one request.
@@ -122,6 +60,7 @@ type unusable struct {
 }
 
 func (u *unusable) Error() string { return u.err.Error() }
+
 func (u *unusable) Unwrap() error { return u.err }
 
 // openParquet parses a file's footer (tail holds the file's last bytes,
@@ -324,24 +263,6 @@ func (pq *parquetShard) chunk(g, c int) (off, read, held int64) {
 	return off, read, max(cc.MetaData.TotalUncompressedSize, read)
 }
 
-// chunkReader serves a column chunk's bytes, read into data, at their
-// offsets in the file: what parquet-go's page reader asks of a file.
-type chunkReader struct {
-	off  int64
-	data []byte
-}
-
-func (c *chunkReader) ReadAt(p []byte, off int64) (int, error) {
-	if off < c.off || off > c.off+int64(len(c.data)) {
-		return 0, fmt.Errorf("read at %d outside the column chunk at %d+%d", off, c.off, len(c.data))
-	}
-	n := copy(p, c.data[off-c.off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
 // values decodes row group g's column c from its chunk's bytes (raw, read
 // at off), calling each with every row's value in order: a page that
 // does not decompress or decode, or a count of values other than the
@@ -427,68 +348,4 @@ func firstOf(list []string) string {
 		return list[0]
 	}
 	return fmt.Sprintf("%s, and %d more", list[0], len(list)-1)
-}
-
-// cutGroups makes a Parquet dataset's pieces: a row group's image column
-// chunk each, whatever the target (a chunk is read whole or not at all).
-func (s *Shards) cutGroups() {
-	for i := 0; i < len(s.samples); {
-		sh := s.samples[i].shard
-		pq := s.pq[sh]
-		g := -1
-		for ; i < len(s.samples) && s.samples[i].shard == sh; i++ {
-			smp := &s.samples[i]
-			if sg, _ := pq.group(smp.offset); sg != g {
-				g = sg
-				off, read, held := pq.chunk(g, pq.image)
-				s.pieces = append(s.pieces, piece{shard: sh, group: int32(g), off: off, size: held, read: read})
-			}
-			smp.piece = int32(len(s.pieces) - 1)
-			s.pieces[len(s.pieces)-1].samples++
-		}
-	}
-}
-
-// readGroup reads piece pc's chunk and decodes its images into buf (the
-// piece's size of room): the rows' ends in it.
-func (s *Shards) readGroup(ctx context.Context, pc piece, buf []byte) ([]int64, error) {
-	raw := make([]byte, pc.read)
-	if err := s.files.readAt(ctx, s.paths[pc.shard], s.versions[pc.shard], raw, pc.off); err != nil {
-		return nil, err
-	}
-	ends, err := s.pq[pc.shard].imageRows(int(pc.group), raw, pc.off, buf)
-	if err != nil {
-		return nil, &groupError{err: err}
-	}
-	return ends, nil
-}
-
-// groupError: a row group's images do not decode; its rows are skipped,
-// each for what its own bytes say.
-type groupError struct{ err error }
-
-func (e *groupError) Error() string { return e.err.Error() }
-func (e *groupError) Unwrap() error { return e.err }
-
-// parquetAlone reads sample i alone: its row group's chunk, decoded, for
-// one row (a Parquet image is no byte range of its file).
-func (s *Shards) parquetAlone(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
-	smp := s.samples[i]
-	pc := s.pieces[smp.piece]
-	buf := make([]byte, pc.size)
-	ends, err := s.readGroup(ctx, pc, buf)
-	var bad *groupError
-	if errors.As(err, &bad) {
-		return nil, fmt.Errorf("%s: %w", s.Name(i), err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	_, row := s.pq[smp.shard].group(smp.offset)
-	b, err := rowImage(buf, ends, row)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.Name(i), err)
-	}
-	*scratch = append((*scratch)[:0], b...)
-	return *scratch, nil
 }

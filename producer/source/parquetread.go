@@ -1,0 +1,91 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// chunkReader serves a column chunk's bytes, read into data, at their
+// offsets in the file: what parquet-go's page reader asks of a file.
+type chunkReader struct {
+	off  int64
+	data []byte
+}
+
+func (c *chunkReader) ReadAt(p []byte, off int64) (int, error) {
+	if off < c.off || off > c.off+int64(len(c.data)) {
+		return 0, fmt.Errorf("read at %d outside the column chunk at %d+%d", off, c.off, len(c.data))
+	}
+	n := copy(p, c.data[off-c.off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// cutGroups makes a Parquet dataset's pieces: a row group's image column
+// chunk each, whatever the target (a chunk is read whole or not at all).
+func (s *Shards) cutGroups() {
+	for i := 0; i < len(s.samples); {
+		sh := s.samples[i].shard
+		pq := s.pq[sh]
+		g := -1
+		for ; i < len(s.samples) && s.samples[i].shard == sh; i++ {
+			smp := &s.samples[i]
+			if sg, _ := pq.group(smp.offset); sg != g {
+				g = sg
+				off, read, held := pq.chunk(g, pq.image)
+				s.pieces = append(s.pieces, piece{shard: sh, group: int32(g), off: off, size: held, read: read})
+			}
+			smp.piece = int32(len(s.pieces) - 1)
+			s.pieces[len(s.pieces)-1].samples++
+		}
+	}
+}
+
+// readGroup reads piece pc's chunk and decodes its images into buf (the
+// piece's size of room): the rows' ends in it.
+func (s *Shards) readGroup(ctx context.Context, pc piece, buf []byte) ([]int64, error) {
+	raw := make([]byte, pc.read)
+	if err := s.files.readAt(ctx, s.paths[pc.shard], s.versions[pc.shard], raw, pc.off); err != nil {
+		return nil, err
+	}
+	ends, err := s.pq[pc.shard].imageRows(int(pc.group), raw, pc.off, buf)
+	if err != nil {
+		return nil, &groupError{err: err}
+	}
+	return ends, nil
+}
+
+// groupError: a row group's images do not decode; its rows are skipped,
+// each for what its own bytes say.
+type groupError struct{ err error }
+
+func (e *groupError) Error() string { return e.err.Error() }
+
+func (e *groupError) Unwrap() error { return e.err }
+
+// parquetAlone reads sample i alone: its row group's chunk, decoded, for
+// one row (a Parquet image is no byte range of its file).
+func (s *Shards) parquetAlone(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
+	smp := s.samples[i]
+	pc := s.pieces[smp.piece]
+	buf := make([]byte, pc.size)
+	ends, err := s.readGroup(ctx, pc, buf)
+	var bad *groupError
+	if errors.As(err, &bad) {
+		return nil, fmt.Errorf("%s: %w", s.Name(i), err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	_, row := s.pq[smp.shard].group(smp.offset)
+	b, err := rowImage(buf, ends, row)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name(i), err)
+	}
+	*scratch = append((*scratch)[:0], b...)
+	return *scratch, nil
+}
