@@ -17,10 +17,18 @@ import (
 // one, byte for byte what decoding them again gives; a --keep too small
 // for the set keeps what fits and makes the rest as before.
 func TestKeptSamplesServeLaterEpochs(t *testing.T) {
-	src, err := source.ScanFolder(producertest.Folder(t, 12, 3))
+	folder := producertest.Folder(t, 12, 3)
+	src, err := source.ScanFolder(folder)
 	if err != nil {
 		t.Fatal(err)
 	}
+	keptServe(t, src)
+	// The same rows as Parquet files (row groups of 2): kept as a folder's
+	// samples are, while their file is the version indexed.
+	keptServe(t, producertest.OpenShards(t, producertest.Parquet(t, folder, producertest.ParquetOptions{Files: 2, RowsPerGroup: 2})))
+}
+
+func keptServe(t *testing.T, src source.Source) {
 	eval := func(keep int64) producer.Config {
 		cfg := producertest.Config(src, 4, 3, 2)
 		cfg.Transform, cfg.Keep = pipeline.Eval, keep

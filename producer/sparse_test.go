@@ -79,30 +79,40 @@ func TestSparseFleet64(t *testing.T)  { sparseFleet(t, 64, 48) }
 func TestSparseFleet200(t *testing.T) { sparseFleet(t, 200, 48) }
 
 // TestShardedEpochsAreExactForEveryConsumer: over shards read whole and
-// shuffled shard by shard, a consumer on everything, one on a subset and
-// one joining mid-epoch on another each read exact epochs of their own.
+// shuffled shard by shard (tar shards, and Parquet files whose row groups
+// are the pieces), a consumer on everything, one on a subset and one
+// joining mid-epoch on another each read exact epochs of their own.
 func TestShardedEpochsAreExactForEveryConsumer(t *testing.T) {
 	const n, epochs = 48, 3
-	src := producertest.OpenShards(t, producertest.Shards(t, producertest.Folder(t, n, 3), 8))
-	r := newRig(t, producertest.Config(src, 8, epochs, 2), 4)
-	third := subsetOf(t, "third", n, func(i int) bool { return i%3 == 0 })
-	odd := subsetOf(t, "odd", n, func(i int) bool { return i%2 == 1 })
-	r.join("all", 8, nil)
-	r.join("third", 4, third)
-	r.run()
-	r.read("third", 4, nil)
-	r.read("all", 8, func(j int) {
-		if j == 2 {
-			r.join("late", 0, odd)
-			r.read("late", 8, nil)
-		}
-	})
-	got := r.wait()
-	exactly(t, "all", got["all"], epochs, func(int) []int { return members(nil, n) })
-	exactly(t, "third", got["third"], epochs, func(int) []int { return members(third, n) })
-	exactly(t, "late", got["late"], epochs, func(int) []int { return members(odd, n) })
-	if req, _ := src.WholeReads(); req == 0 {
-		t.Error("no shard read whole")
+	for _, kind := range []string{"tar", "parquet"} {
+		t.Run(kind, func(t *testing.T) {
+			folder := producertest.Folder(t, n, 3)
+			spec := producertest.Shards(t, folder, 8)
+			if kind == "parquet" {
+				spec = producertest.Parquet(t, folder, producertest.ParquetOptions{Files: 4, RowsPerGroup: 4})
+			}
+			src := producertest.OpenShards(t, spec)
+			r := newRig(t, producertest.Config(src, 8, epochs, 2), 4)
+			third := subsetOf(t, "third", n, func(i int) bool { return i%3 == 0 })
+			odd := subsetOf(t, "odd", n, func(i int) bool { return i%2 == 1 })
+			r.join("all", 8, nil)
+			r.join("third", 4, third)
+			r.run()
+			r.read("third", 4, nil)
+			r.read("all", 8, func(j int) {
+				if j == 2 {
+					r.join("late", 0, odd)
+					r.read("late", 8, nil)
+				}
+			})
+			got := r.wait()
+			exactly(t, "all", got["all"], epochs, func(int) []int { return members(nil, n) })
+			exactly(t, "third", got["third"], epochs, func(int) []int { return members(third, n) })
+			exactly(t, "late", got["late"], epochs, func(int) []int { return members(odd, n) })
+			if req, _ := src.WholeReads(); req == 0 {
+				t.Error("no piece read whole")
+			}
+		})
 	}
 }
 

@@ -75,3 +75,29 @@ func TestParquetServesTheHubLayout(t *testing.T) {
 		t.Fatalf("an epoch read %d pieces (%d bytes) of %d; want each of the %d row groups' image chunks once (%d bytes)", st.Reads, st.ReadBytes, st.Pieces, groups, chunks)
 	}
 }
+
+// TestClassSortedParquetMixesLikeAUniformShuffle: Parquet files written
+// class after class (a file a class, as a class-sorted folder converts),
+// row groups of 5: in a shard memory of two files, the shuffle over row
+// groups (with the shard disk below) gives a batch at least 0.9 of the
+// distinct labels a uniform shuffle's does; with no disk, the memory's
+// window alone gives far fewer.
+func TestClassSortedParquetMixesLikeAUniformShuffle(t *testing.T) {
+	dir := producertest.Folder(t, 240, 12)
+	spec := producertest.Parquet(t, dir, producertest.ParquetOptions{Files: 12, RowsPerGroup: 5})
+	sh := producertest.OpenShards(t, spec)
+	chunks, _ := producertest.ImageChunks(t, filepath.Dir(spec))
+	memory := 2 * chunks / 12
+	if err := sh.Arrange(source.ShardSpace{Memory: memory, Disk: 0, Batch: 16}); err != nil {
+		t.Fatal(err)
+	}
+	narrow := sh.Mixing()
+	if err := sh.Arrange(source.ShardSpace{Memory: memory, Disk: source.AutoDisk, DiskDir: producertest.DiskDir(t), Batch: 16}); err != nil {
+		t.Fatal(err)
+	}
+	wide := sh.Mixing()
+	t.Logf("memory alone: %.1f distinct labels a batch; with the disk: %.1f (window %d of %d row groups); uniform %.1f", narrow.Distinct, wide.Distinct, sh.ShuffleWindow(), sh.Pieces(), wide.Uniform)
+	if wide.Distinct < 0.9*wide.Uniform || narrow.Distinct > 0.7*narrow.Uniform || sh.Pieces() != 48 {
+		t.Fatalf("distinct labels a batch: %.1f with the disk, %.1f without, of a uniform shuffle's %.1f; %d pieces, want 48 row groups", wide.Distinct, narrow.Distinct, wide.Uniform, sh.Pieces())
+	}
+}
