@@ -90,7 +90,7 @@ func TestMountServesParquetFromS3(t *testing.T) {
 		if doc.Remote == nil || doc.Remote.Requests != requests {
 			t.Fatalf("mount %d: %+v, want %d requests:\n%s", round+1, doc.Remote, requests, strings.Join(proxy.Log(), "\n"))
 		}
-		if doc.Shards == nil || doc.Shards.Reads != int64(groups) || doc.Shards.ReadBytes != chunks || doc.Cache == nil || doc.Cache.Hits != uint64(want.Len()) {
+		if doc.Shards == nil || doc.Shards.Reads != int64(groups) || doc.Shards.ReadBytes != chunks || doc.Shards.LastEpochReads != int64(groups) || doc.Shards.LastEpochReadBytes != chunks || doc.Cache == nil || doc.Cache.Hits != uint64(want.Len()) {
 			t.Fatalf("mount %d: shards %+v, cache %+v; want %d reads of the image chunks' %d bytes, the second epoch from the cache", round+1, doc.Shards, doc.Cache, groups, chunks)
 		}
 		if !strings.Contains(doc.Source, "(2 Parquet files)") {

@@ -109,9 +109,14 @@ type shardsDoc struct {
 	Reading    int    `json:"reading"`
 	Reads      int64  `json:"reads"`
 	ReadBytes  int64  `json:"read_bytes"`
-	Carried    int64  `json:"carried"`
-	Wasted     int64  `json:"read_ahead_wasted"`
-	Index      string `json:"index"` // "read from FILE", "written to FILE", ...; "" without --shard-index
+	// LastEpochReads and LastEpochReadBytes: the pieces the last epoch
+	// whose schedule ended read (its next epoch's first, read ahead,
+	// included): what an epoch costs.
+	LastEpochReads     int64  `json:"last_epoch_reads"`
+	LastEpochReadBytes int64  `json:"last_epoch_read_bytes"`
+	Carried            int64  `json:"carried"`
+	Wasted             int64  `json:"read_ahead_wasted"`
+	Index              string `json:"index"` // "read from FILE", "written to FILE", ...; "" without --shard-index
 }
 
 type producerDoc struct {
@@ -235,7 +240,7 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 	doc.Shuffle = c.shuffleReach(s.shards)
 	if sh := s.shards; sh != nil {
 		doc.Shards = &shardsDoc{Memory: sh.Memory, Alone: sh.Alone, Disk: sh.Disk, DiskDir: sh.DiskDir, DiskUsed: sh.DiskMapped, Pieces: sh.Pieces, PieceBytes: sh.PieceBytes, Held: sh.Held, HeldBytes: sh.HeldBytes, Reading: sh.Reading, Reads: sh.Reads,
-			ReadBytes: sh.ReadBytes, Carried: sh.Carried, Wasted: sh.Wasted, Index: sh.Index}
+			ReadBytes: sh.ReadBytes, LastEpochReads: sh.LastEpochReads, LastEpochReadBytes: sh.LastEpochReadBytes, Carried: sh.Carried, Wasted: sh.Wasted, Index: sh.Index}
 	}
 	if r := s.remote; r != nil {
 		doc.Remote = &remoteDoc{Endpoint: r.endpoint, Requests: r.requests, Retries: r.retries, Failures: r.failures, Throttled: r.throttled,

@@ -71,8 +71,9 @@ func TestParquetServesTheHubLayout(t *testing.T) {
 	}
 	chunks, groups := producertest.ImageChunks(t, filepath.Dir(spec))
 	st := src.(source.Sharded).Stats()
-	if st.Reads != int64(groups) || st.ReadBytes != chunks || st.Pieces != groups {
-		t.Fatalf("an epoch read %d pieces (%d bytes) of %d; want each of the %d row groups' image chunks once (%d bytes)", st.Reads, st.ReadBytes, st.Pieces, groups, chunks)
+	if st.Reads != int64(groups) || st.ReadBytes != chunks || st.Pieces != groups || st.LastEpochReads != st.Reads || st.LastEpochReadBytes != st.ReadBytes {
+		t.Fatalf("an epoch read %d pieces (%d bytes; the last epoch %d, %d bytes) of %d; want each of the %d row groups' image chunks once (%d bytes)",
+			st.Reads, st.ReadBytes, st.LastEpochReads, st.LastEpochReadBytes, st.Pieces, groups, chunks)
 	}
 }
 

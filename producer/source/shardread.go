@@ -106,6 +106,7 @@ func (s *Shards) Schedule(order, next []int) {
 	s.checks.newEpoch()
 	s.readerMu.Lock()
 	defer s.readerMu.Unlock()
+	s.markEpoch()
 	if order == nil || s.memory <= 0 {
 		if r := s.reader; r != nil {
 			r.close()

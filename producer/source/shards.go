@@ -65,6 +65,7 @@ type Shards struct {
 	readerMu                  sync.Mutex
 	reader                    *shardReader // the scheduled epoch's, nil before any
 	wholeRequests, wholeBytes int64        // of readers gone
+	epochs                    epochReads   // what each schedule's epoch read (shardstats.go)
 	carried, carriedWasted    int64        // likewise
 }
 

@@ -8,11 +8,38 @@ package source
 func (s *Shards) WholeReads() (requests, bytes int64) {
 	s.readerMu.Lock() // retire adds to the counts of readers gone under it
 	defer s.readerMu.Unlock()
+	return s.wholeReadsLocked()
+}
+
+func (s *Shards) wholeReadsLocked() (requests, bytes int64) {
 	requests, bytes = s.wholeRequests, s.wholeBytes
 	if r := s.reader; r != nil {
 		requests, bytes = requests+r.Requests.Load(), bytes+r.Bytes.Load()
 	}
 	return requests, bytes
+}
+
+// epochReads is what the pieces read while each epoch was scheduled
+// took: the reads between one Schedule and the next (the next epoch's
+// first pieces, read ahead, included), so status can say what an epoch
+// costs, not only the total since the mount.
+type epochReads struct {
+	scheduled        int   // epochs scheduled so far
+	atReads, atBytes int64 // the totals when the last was
+	// Last is the last epoch whose schedule ended: its reads and bytes.
+	lastReads, lastBytes int64
+}
+
+// markEpoch ends the scheduled epoch's count and begins the next's.
+// Callers hold s.readerMu.
+func (s *Shards) markEpoch() {
+	reads, bytes := s.wholeReadsLocked()
+	e := &s.epochs
+	if e.scheduled > 0 {
+		e.lastReads, e.lastBytes = reads-e.atReads, bytes-e.atBytes
+	}
+	e.scheduled++
+	e.atReads, e.atBytes = reads, bytes
 }
 
 // Carried is how many pieces new epochs found already held when they
@@ -39,6 +66,11 @@ type ShardStats struct {
 	HeldBytes        int64
 	Reading          int   // shards being read now
 	Reads, ReadBytes int64 // whole-shard reads so far
+	// LastEpochReads and LastEpochReadBytes are those of the last epoch
+	// whose schedule ended (the next was scheduled); EpochsScheduled,
+	// how many were.
+	LastEpochReads, LastEpochReadBytes int64
+	EpochsScheduled                    int
 	Carried, Wasted  int64 // see Carried
 	Index            string
 	// Shards is how many there are, in Pieces of PieceBytes on average;
@@ -62,6 +94,9 @@ func (s *Shards) Stats() ShardStats {
 	}
 	st.Held, st.HeldBytes, st.Reading, st.DiskMapped = s.Held()
 	st.Reads, st.ReadBytes = s.WholeReads()
+	s.readerMu.Lock()
+	st.LastEpochReads, st.LastEpochReadBytes, st.EpochsScheduled = s.epochs.lastReads, s.epochs.lastBytes, s.epochs.scheduled
+	s.readerMu.Unlock()
 	st.Carried, st.Wasted = s.Carried()
 	return st
 }
