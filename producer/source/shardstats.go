@@ -71,8 +71,8 @@ type ShardStats struct {
 	// how many were.
 	LastEpochReads, LastEpochReadBytes int64
 	EpochsScheduled                    int
-	Carried, Wasted  int64 // see Carried
-	Index            string
+	Carried, Wasted                    int64 // see Carried
+	Index                              string
 	// Shards is how many there are, in Pieces of PieceBytes on average;
 	// Window, how many pieces a training epoch's shuffle draws from at
 	// once (ShuffleWindow; 0: samples are read alone, in a uniform
