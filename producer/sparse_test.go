@@ -19,7 +19,7 @@ import (
 // and each sets its subset before its first read.
 func sparseFleet(t *testing.T, consumers int, buffer int64) {
 	const n, epochs, batch = fleetSamples, 2, 32
-	r := newRig(t, producertest.Config(source.NewSynthetic(n, 4), 64, epochs, 2), buffer)
+	r := newRig(t, producertest.Config(source.NewSyntheticSized(n, 4, 16, 32), 64, epochs, 2), buffer) // small pictures: the buffer fills in a second
 	r.run()
 	waittest.Until(t, "the buffer full before anyone joins", func() bool { return r.store.Snapshot().ProducerWaiting })
 	subs := make([]*batchstore.Subset, consumers)
