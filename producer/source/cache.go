@@ -80,11 +80,6 @@ var _ Cached = (*Cache)(nil)
 // NewCache puts a cache of cfg.Size bytes in front of src, any Source:
 // Open does for --cache; tests put one in front of sources of their own.
 func NewCache(src Source, cfg CacheConfig) (*Cache, error) {
-	return newCache(src, cfg)
-}
-
-// newCache is NewCache, for Open.
-func newCache(src Source, cfg CacheConfig) (*Cache, error) {
 	if cfg.Dir != "" {
 		return newDiskCache(src, cfg.Size, cfg.Dir)
 	}

@@ -42,11 +42,11 @@ const maxFooter = 64 << 20
 // parquetShard is what serving one Parquet file needs, from its footer:
 // the image column and each row group's chunk of it.
 type parquetShard struct {
-	file     *parquet.File
-	image    int     // the image column's leaf index
-	groups   []int64 // row groups' first rows, and the rows in all after the last
-	footer   []byte  // the file's footer, its length and magic: what the index file keeps
-	noLabels bool
+	file   *parquet.File
+	image  int     // the image column's leaf index
+	groups []int64 // row groups' first rows, and the rows in all after the last
+	footer []byte  // the file's footer, its length and magic: what the index file keeps
+	label  int     // the label column's leaf index; -1: none (every label 0)
 }
 
 // errNotParquet wraps what a file's own bytes say is wrong with it.
@@ -124,8 +124,8 @@ func (pq *parquetShard) find(cols Columns) error {
 		return err
 	}
 	pq.image = image.ColumnIndex
-	if cols.label() == noLabel {
-		pq.noLabels = true
+	pq.label = -1
+	if cols.NoLabel {
 		return nil
 	}
 	label, ok := leaf(schema, cols.label(), "")
@@ -134,7 +134,6 @@ func (pq *parquetShard) find(cols Columns) error {
 			return fmt.Errorf("%w: the label column %s is nested (%s); one integer a row is wanted", errNotParquet, cols.label(), under)
 		}
 		if cols.Label == "" { // the Hub's name, absent: a dataset without labels
-			pq.noLabels = true
 			return nil
 		}
 		return fmt.Errorf("%w: no label column %q (its columns: %s)", errNotParquet, cols.label(), columnNames(schema))
@@ -144,16 +143,8 @@ func (pq *parquetShard) find(cols Columns) error {
 			return err
 		}
 	}
+	pq.label = label.ColumnIndex
 	return nil
-}
-
-// labelColumn is the label column's leaf index; ok false without one.
-func (pq *parquetShard) labelColumn(cols Columns) (int, bool) {
-	if pq.noLabels {
-		return 0, false
-	}
-	label, ok := leaf(pq.file.Schema(), cols.label(), "")
-	return label.ColumnIndex, ok
 }
 
 // leaf finds the leaf column name (dotted: a nested field) or, where
@@ -322,12 +313,16 @@ func readPage(page parquet.Page, buf []parquet.Value, each func(v parquet.Value)
 	}
 }
 
-// openFooters parses each Parquet file's footer as its index has it (from
-// indexing, or the index file); nil for a file left out whole.
+// openFooters is each Parquet file's footer parsed: as indexing parsed
+// it, or from the index file; nil for a file left out whole.
 func openFooters(paths []string, indexes []shardIndex, cols Columns) ([]*parquetShard, error) {
 	pqs := make([]*parquetShard, len(paths))
 	for i, ix := range indexes {
 		if ix.err != nil || ix.footer == nil {
+			continue
+		}
+		if ix.pq != nil { // parsed by indexing just now
+			pqs[i] = ix.pq
 			continue
 		}
 		pq, err := openParquet(ix.footer, ix.size, cols)

@@ -76,7 +76,7 @@ func FuzzParseColumns(f *testing.F) {
 			return
 		}
 		again, err := ParseColumns(c.String())
-		if err != nil || again.image() != c.image() || again.label() != c.label() {
+		if err != nil || again.image() != c.image() || again.label() != c.label() || again.NoLabel != c.NoLabel {
 			t.Fatalf("%q: %+v prints %q, which parses to %+v (%v)", s, c, c.String(), again, err)
 		}
 	})

@@ -6,10 +6,12 @@ import (
 )
 
 // Columns names the columns of Parquet files that hold the image and the
-// label (--columns); "" takes the Hub's names.
+// label (--columns); "" takes the Hub's names. NoLabel: the files have
+// no label column (every sample's label is 0).
 type Columns struct {
-	Image string
-	Label string
+	Image   string
+	Label   string
+	NoLabel bool
 }
 
 func (c Columns) image() string {
@@ -47,20 +49,17 @@ func ParseColumns(s string) (Columns, error) {
 		seen[k] = true
 		if k == "image" {
 			c.Image = v
-		} else if c.Label = v; v == "" {
-			c.Label = noLabel
+		} else {
+			c.Label, c.NoLabel = v, v == ""
 		}
 	}
 	return c, nil
 }
 
-// noLabel names no label column.
-const noLabel = "\x00none"
-
 // String is the flag's value as ParseColumns reads it.
 func (c Columns) String() string {
 	label := c.label()
-	if label == noLabel {
+	if c.NoLabel {
 		label = ""
 	}
 	return "image=" + c.image() + ",label=" + label

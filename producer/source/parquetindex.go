@@ -32,7 +32,7 @@ func indexParquet(ctx context.Context, files shardFiles, name string, cols Colum
 	pq, err := readFooter(ctx, files, name, version, size, cols)
 	var cut *unusable
 	switch {
-	case errors.As(err, &cut) && cut.rows >= 0:
+	case errors.As(err, &cut):
 		ix.lost, ix.lostWhy = cut.rows, err.Error()
 		return ix
 	case errors.Is(err, errNotParquet):
@@ -41,12 +41,11 @@ func indexParquet(ctx context.Context, files shardFiles, name string, cols Colum
 	case err != nil:
 		return fail(err)
 	}
-	ix.footer = pq.footer
-	lc, labelled := pq.labelColumn(cols)
+	ix.footer, ix.pq = pq.footer, pq
 	for g := range len(pq.groups) - 1 {
 		first, rows := pq.groups[g], pq.groups[g+1]-pq.groups[g]
 		labels := make([]int64, rows)
-		if labelled {
+		if lc := pq.label; lc >= 0 {
 			off, read, _ := pq.chunk(g, lc)
 			raw := make([]byte, read)
 			if err := files.readAt(ctx, name, version, raw, off); err != nil {
@@ -155,10 +154,10 @@ func hubClassNames(meta, label string) ([]string, error) {
 	return cl.Names, nil
 }
 
-// parquetClasses are the class names of a Parquet dataset: the Hub's, from
-// the first file whose metadata has them, where they name every label
-// used (maxLabel, the largest); else the labels' numbers, and a note
-// naming the file and why.
+// parquetClasses are the class names of a dataset: a Parquet one's, the
+// Hub's, from the first file whose metadata has them, where they name
+// every label used (maxLabel, the largest); else (tar shards too) the
+// labels' numbers, and for Parquet a note naming the file and why.
 func parquetClasses(paths []string, pqs []*parquetShard, cols Columns, maxLabel int) (classes []string, note string) {
 	numbers := func() []string {
 		c := make([]string, maxLabel+1)
@@ -168,7 +167,7 @@ func parquetClasses(paths []string, pqs []*parquetShard, cols Columns, maxLabel 
 		return c
 	}
 	for i, pq := range pqs {
-		if pq == nil || pq.noLabels {
+		if pq == nil || pq.label < 0 {
 			continue
 		}
 		meta, ok := pq.file.Lookup("huggingface")

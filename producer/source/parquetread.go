@@ -59,6 +59,12 @@ func (s *Shards) readGroup(ctx context.Context, pc piece, buf []byte) ([]int64, 
 	return ends, nil
 }
 
+// rowInGroup is Parquet sample i's row in its piece's row group.
+func (s *Shards) rowInGroup(i int) int64 {
+	smp := s.samples[i]
+	return smp.offset - s.pq[smp.shard].groups[s.pieces[smp.piece].group]
+}
+
 // groupError: a row group's images do not decode; its rows are skipped,
 // each for what its own bytes say.
 type groupError struct{ err error }
@@ -81,8 +87,7 @@ func (s *Shards) parquetAlone(ctx context.Context, i int, scratch *[]byte) ([]by
 	if err != nil {
 		return nil, err
 	}
-	_, row := s.pq[smp.shard].group(smp.offset)
-	b, err := rowImage(buf, ends, row)
+	b, err := rowImage(buf, ends, s.rowInGroup(i))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Name(i), err)
 	}

@@ -11,8 +11,7 @@ func (r *shardReader) member(i int, w *wholeShard) ([]byte, error) {
 		if w.bad != nil {
 			return nil, fmt.Errorf("%s: its row group: %w", r.s.Name(i), w.bad)
 		}
-		_, row := r.s.pq[smp.shard].group(smp.offset)
-		b, err := rowImage(w.data, w.rows, row)
+		b, err := rowImage(w.data, w.rows, r.s.rowInGroup(i))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.s.Name(i), err)
 		}

@@ -158,16 +158,10 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, opt
 	for _, smp := range s.samples {
 		maxLabel = max(maxLabel, int(smp.label))
 	}
-	s.classes = make([]string, maxLabel+1)
-	for i := range s.classes {
-		s.classes[i] = strconv.Itoa(i)
-	}
-	if s.pq != nil {
-		var note string
-		if s.classes, note = parquetClasses(s.paths, s.pq, s.cols, maxLabel); note != "" {
-			slog.Warn("class names", "why", note)
-			s.skipped = append(s.skipped, note)
-		}
+	var note string
+	if s.classes, note = parquetClasses(s.paths, s.pq, s.cols, maxLabel); note != "" {
+		slog.Warn("class names", "why", note)
+		s.skipped = append(s.skipped, note)
 	}
 	s.cut(0)
 	s.window = s.windowFor(s.memory)
@@ -267,7 +261,8 @@ type shardIndex struct {
 	skips   []wds.Skip
 	broke   error // where the shard broke off; the samples before stand
 	err     error
-	footer  []byte // a Parquet file's footer (parquet.go); nil for a tar
+	footer  []byte        // a Parquet file's footer (parquet.go); nil for a tar
+	pq      *parquetShard // the footer parsed, where indexing did (not kept in the index file)
 	// lost rows of a Parquet file left out whole though its footer
 	// counts them (its columns are not those wanted), and why.
 	lost    int64

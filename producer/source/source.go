@@ -153,7 +153,7 @@ func Open(ctx context.Context, spec string, opts Options) (Source, error) {
 		}
 	}
 	if opts.Cache.Size > 0 {
-		return newCache(src, opts.Cache)
+		return NewCache(src, opts.Cache)
 	}
 	return src, nil
 }
