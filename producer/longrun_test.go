@@ -57,9 +57,10 @@ func TestForeverKeepsTheHeapFlat(t *testing.T) {
 	after := liveHeap()
 	perThousand := (int64(after) - int64(before)) * 1000 / measured
 	t.Logf("live heap %d -> %d bytes over %d epochs: %+d bytes per 1,000 epochs", before, after, measured, perThousand)
-	// A few KiB is the collector's own noise (the test's goroutines, timers);
-	// one map entry an epoch is far above it.
-	if perThousand > 8<<10 {
+	// Up to some 8 KiB is the collector's own noise (the test's
+	// goroutines, timers; 1.9, 3.0 and 8.0 KiB seen in runs under load);
+	// one epoch's mark kept an epoch (pruneEpochs undone) is 171 KiB.
+	if perThousand > 16<<10 {
 		t.Fatalf("the live heap grows by %d bytes per 1,000 epochs", perThousand)
 	}
 }
