@@ -40,7 +40,10 @@
 //     reads or SIGBUS).
 //
 //   - A consumer consumes a batch when its last lease on that batch is
-//     released after at least one open, or when it unlinks the batch.
+//     released after at least one open, or when it unlinks the batch. A
+//     Hold (the file system reading a batch ahead) is a lease charged to
+//     no consumer: it keeps the batch from being freed and consumes
+//     nothing.
 //     Consumption is per consumer and may be out of order; the consumer's
 //     position is its lowest unconsumed batch.
 //

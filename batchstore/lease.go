@@ -20,12 +20,9 @@ type Lease struct {
 func (s *Store) Open(seq uint64, caller CallerID) (*Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	b := s.buf.held[seq]
-	if b == nil {
-		return nil, fmt.Errorf("open batch %d: %w", seq, ErrNotFound)
+	b, err := s.heldBatch("open", seq)
+	if err != nil {
+		return nil, err
 	}
 	k, ok := b.lookups[caller]
 	if !ok {
@@ -41,6 +38,45 @@ func (s *Store) Open(seq uint64, caller CallerID) (*Lease, error) {
 		return nil, fmt.Errorf("open batch %d: no consumer looked it up: %w", seq, ErrNotFound)
 	}
 	return s.ros.lease(k.c, k.j)
+}
+
+// Hold takes a lease on producer batch seq that no consumer is charged
+// with: the file system's own read-ahead of a batch a consumer has looked
+// up. It keeps the batch's bytes until Release and consumes nothing.
+func (s *Store) Hold(seq uint64) (*Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := s.heldBatch("hold", seq)
+	if err != nil {
+		return nil, err
+	}
+	b.leases++
+	return &Lease{s: s, batches: []*batch{b}}, nil
+}
+
+// heldBatch is producer batch seq while the buffer holds it; verb names
+// the caller in the error. Callers hold s.mu.
+func (s *Store) heldBatch(verb string, seq uint64) (*batch, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	b := s.buf.held[seq]
+	if b == nil {
+		return nil, fmt.Errorf("%s batch %d: %w", verb, seq, ErrNotFound)
+	}
+	return b, nil
+}
+
+// Held gives producer batch seq's size and the time it was published,
+// while the buffer holds it (a consumer may still read it).
+func (s *Store) Held(seq uint64) (size int64, at time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.buf.held[seq]
+	if b == nil {
+		return 0, time.Time{}, false
+	}
+	return b.blob.Size(), b.at, true
 }
 
 // OpenBatch takes a lease on name's batch local (a re-batched file).
@@ -94,8 +130,14 @@ func (l *Lease) Blobs() map[uint64]Blob {
 	return m
 }
 
-// Consumer is the name of the consumer the lease is charged to.
-func (l *Lease) Consumer() string { return l.c.name }
+// Consumer is the name of the consumer the lease is charged to ("" for a
+// Hold).
+func (l *Lease) Consumer() string {
+	if l.c == nil {
+		return ""
+	}
+	return l.c.name
+}
 
 // Local is the consumer's number of the batch.
 func (l *Lease) Local() uint64 { return l.j }
@@ -114,10 +156,12 @@ func (l *Lease) Release() {
 	for _, b := range l.batches {
 		b.leases--
 	}
-	l.c.handles[l.j]--
-	if l.c.handles[l.j] <= 0 {
-		delete(l.c.handles, l.j)
-		s.ros.consume(l.c, l.j)
+	if l.c != nil { // a consumer's, not a Hold
+		l.c.handles[l.j]--
+		if l.c.handles[l.j] <= 0 {
+			delete(l.c.handles, l.j)
+			s.ros.consume(l.c, l.j)
+		}
 	}
 	for _, b := range l.batches {
 		s.buf.maybeFree(b)

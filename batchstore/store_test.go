@@ -383,3 +383,53 @@ func TestJoinerStartsAtTheOldestWholeEpoch(t *testing.T) {
 		t.Fatalf("batch 4 after two epochs: %v, want ErrNotFound", err)
 	}
 }
+
+// A Hold keeps a batch's bytes for the file system's own read-ahead: it
+// is charged to no consumer, consumes nothing, and the batch is freed at
+// whichever release comes last, the consumer's or the hold's.
+func TestHoldKeepsTheBatchAndConsumesNothing(t *testing.T) {
+	s := New(Config{Limit: 1000})
+	mustJoin(t, s, "a")
+	blob, seq := publish(t, s, 10, 0, 0)
+	ref, err := s.Lookup(context.Background(), "a", 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold, err := s.Hold(seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hold.Consumer() != "" || hold.Blob() != blob {
+		t.Fatalf("hold charged to %q, blob %v", hold.Consumer(), hold.Blob())
+	}
+	hold.Release()
+	if cs, _ := s.ConsumerSnapshot("a"); cs.BatchesRead != 0 || blob.freed.Load() != 0 {
+		t.Fatalf("a hold's release consumed or freed the batch: %+v, freed %d", cs, blob.freed.Load())
+	}
+	hold, _ = s.Hold(seq)
+	l, err := open(s, "a", ref, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	if cs, _ := s.ConsumerSnapshot("a"); cs.BatchesRead != 1 {
+		t.Fatalf("a's release did not consume its batch: %+v", cs)
+	}
+	if blob.freed.Load() != 0 {
+		t.Fatal("freed while held")
+	}
+	if size, _, ok := s.Held(seq); !ok || size != 10 {
+		t.Fatalf("a held batch: size %d, held %v", size, ok)
+	}
+	hold.Release()
+	hold.Release() // twice is harmless
+	if blob.freed.Load() != 1 {
+		t.Fatal("not freed after the hold's release")
+	}
+	if _, _, ok := s.Held(seq); ok {
+		t.Fatal("a freed batch still held")
+	}
+	if _, err := s.Hold(seq); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("hold of a freed batch: %v, want ErrNotFound", err)
+	}
+}

@@ -28,6 +28,14 @@ type batchFile struct {
 	at   time.Time
 }
 
+// newBatchFile is the node of producer batch seq, as any directory shows
+// it.
+func (fsys *fileSystem) newBatchFile(seq uint64, size int64, at time.Time) *batchFile {
+	b := &batchFile{fs: fsys, seq: seq, size: size, at: at}
+	b.held = func() bool { _, _, ok := fsys.store.Held(seq); return ok }
+	return b
+}
+
 var (
 	_ = (fusefs.NodeOpener)((*batchFile)(nil))
 	_ = (fusefs.NodeGetattrer)((*batchFile)(nil))
@@ -58,6 +66,9 @@ func (b *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 	if flags&writeFlags != 0 {
 		return nil, 0, syscall.EROFS
 	}
+	if b.fs.fill.isFiller(ctx) {
+		return b.openToFill()
+	}
 	lease, err := b.fs.store.Open(b.seq, callerID(ctx))
 	if err != nil {
 		return nil, 0, errno(err)
@@ -68,6 +79,20 @@ func (b *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 		return &passthroughHandle{h}, fuse.FOPEN_KEEP_CACHE, 0
 	}
 	return h, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// openToFill opens the batch for the filler: a lease no consumer is
+// charged with, nothing consumed at its release, and the page cache kept
+// (what the filler is there to fill).
+func (b *batchFile) openToFill() (fusefs.FileHandle, uint32, syscall.Errno) {
+	lease, err := b.fs.store.Hold(b.seq)
+	if err != nil {
+		b.fs.forget.add(&b.readOnlyFile) // freed since the filler's lookup
+		return nil, 0, errno(err)
+	}
+	// Forgotten as a consumer's is: once the batch is freed.
+	return &batchHandle{lease: lease, path: b.fs.path, data: lease.Blob(), shared: true, served: &b.fs.path.daemonBytes,
+		forget: b.fs.forget, node: &b.readOnlyFile}, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 // BatchData is what a handle reads from: a producer batch's blob, or a
@@ -132,6 +157,7 @@ func (h *passthroughHandle) PassthroughFd() (int, bool) {
 // dataPath is how batch reads are served, and what was seen of it.
 type dataPath struct {
 	wanted      bool   // passthrough asked for and probed fine
+	window      int64  // without passthrough: the kernel's readahead window
 	reason      string // why passthrough is off, if it is
 	backing     string // the blobs' storage
 	daemonReads atomic.Uint64

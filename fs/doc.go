@@ -25,7 +25,11 @@
 //     consumer whose directory was named.
 //   - Opens are served by FUSE passthrough from the batch's memory-backed
 //     file when the kernel allows it (probed at mount); otherwise the
-//     daemon serves reads in 1 MiB requests with FOPEN_KEEP_CACHE.
+//     daemon serves reads with FOPEN_KEEP_CACHE, and its filler (fill.go)
+//     reads each batch ahead into the page cache once a consumer has
+//     looked it up, through .fill/SEQ: a hidden directory only the
+//     filler's thread may look into, whose opens hold the batch
+//     (Store.Hold) without charging or consuming anything.
 //   - In GPU mode each batch also has NNNNNN.cuda, rendered by the
 //     producer's format from the leased batches; opening it takes the same
 //     lease as the batch, so release and consumption follow one rule.
@@ -37,8 +41,10 @@
 //     descriptor, and one from another process, or while the writer's
 //     process still holds a copy, does nothing (writer.go).
 //   - A released batch file's inode is pruned from the kernel (NOTIFY_PRUNE)
-//     from a goroutine the mount owns, never inside a request, so that a
-//     run forever keeps the daemon and the kernel flat.
+//     from a goroutine the mount owns, never inside a request, once the
+//     store has freed the batch (its page cache serves every consumer
+//     until then), so that a run forever keeps the daemon and the kernel
+//     flat.
 //   - A subset file takes a form at its write (told by its keyword) and a
 //     list at its close (a binary one told by its NUL bytes); a list is
 //     bounded by what the dataset can need (EFBIG) and all lists being
@@ -57,7 +63,8 @@
 // What crosses its border: in, the kernel's FUSE requests (through
 // go-fuse, imported as fusefs) and Options' renderers (status, state,
 // metrics, status.json: the command's); out, calls on batchstore (Join,
-// Lookup, Open, Release, control writes) and on package ingest's Writer
+// Lookup, Open, Hold, Held, Release, control writes), and the filler's
+// own opens of its mount and on package ingest's Writer
 // for ingest/, with each store error mapped to one errno (errno()). It
 // decides nothing the store does not.
 package fs

@@ -78,16 +78,34 @@ func (f *forgetter) run() {
 		nodes := append(again, f.pending...)
 		f.pending = nil
 		f.mu.Unlock()
-		inodes = inodes[:0]
-		for _, n := range nodes {
-			inodes = append(inodes, n.EmbeddedInode())
-		}
-		if errno := f.root.NotifyPrune(inodes); errno == syscall.ENOSYS {
-			f.unsupported.Store(true)
-			return
-		}
 		again = again[:0:0]
+		inodes = inodes[:0]
+		var asked []*readOnlyFile
+		seen := map[*readOnlyFile]bool{}
 		for _, n := range nodes {
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			switch {
+			case n.forgotten.Load():
+				delete(tries, n)
+			case n.held != nil && n.held():
+				// Another consumer may still read its pages: asked for
+				// once its batch is freed.
+				again = append(again, n)
+			default:
+				asked = append(asked, n)
+				inodes = append(inodes, n.EmbeddedInode())
+			}
+		}
+		if len(inodes) > 0 {
+			if errno := f.root.NotifyPrune(inodes); errno == syscall.ENOSYS {
+				f.unsupported.Store(true)
+				return
+			}
+		}
+		for _, n := range asked {
 			if tries[n]++; !n.forgotten.Load() && tries[n] < retries {
 				again = append(again, n)
 			} else {

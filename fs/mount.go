@@ -116,8 +116,12 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	fsys.forget = newForgetter(fsys.root.EmbeddedInode())
 	m := &Mounted{Dir: dir, server: server, fs: fsys}
 	fsys.path.wanted, fsys.path.reason = m.probePassthrough(opts)
-	if err := setReadahead(dir, requestSize/1024); err != nil {
-		slog.Warn("could not raise readahead; daemon-served reads will be slower", "err", err)
+	if err := setReadahead(dir, requestSize/1024); err != nil && fsys.path.wanted {
+		slog.Warn("could not raise readahead; reads the kernel refuses to pass through will be slower", "err", err)
+	}
+	if !fsys.path.wanted {
+		fsys.path.window = readaheadWindow(dir)
+		fsys.fill = newFiller(dir, fsys.path.window)
 	}
 	if opts.Serving != nil {
 		opts.Serving(m)
@@ -157,7 +161,13 @@ func (m *Mounted) SharedPath() string {
 		}
 		return fmt.Sprintf("passthrough from %s (reads and mmaps never enter the daemon)", p.backing)
 	}
-	return fmt.Sprintf("daemon reads from %s (1 MiB requests, keep-cache); passthrough off: %s", p.backing, p.reason)
+	filled, failed := m.ReadAhead()
+	notFilled := ""
+	if failed > 0 {
+		notFilled = fmt.Sprintf(" (%d could not be: their readers read them themselves)", failed)
+	}
+	return fmt.Sprintf("daemon reads from %s (each batch read ahead whole once a consumer looks it up, in %s requests served in parallel, into the page cache its consumers share: %d batches%s, %s served so far); passthrough off: %s",
+		p.backing, humanize.IBytes(uint64(p.window)), filled, notFilled, humanize.IBytes(p.daemonBytes.Load()), p.reason)
 }
 
 // IngestPath says how writes into ingest/ are served: always by the
@@ -176,19 +186,37 @@ func (m *Mounted) Passthrough() bool { return m.fs.path.wanted && m.fs.path.daem
 // every consumer directory. Each costs daemon memory until the kernel
 // forgets it.
 func (m *Mounted) BatchInodes() int {
-	consumers := m.fs.root.GetChild("consumers")
-	if consumers == nil {
-		return 0
-	}
-	n := 0
-	for _, dir := range consumers.Children() {
-		for name := range dir.Children() {
-			if !controlNames[name] {
-				n++
+	inodes := map[*fusefs.Inode]bool{}
+	if consumers := m.fs.root.GetChild("consumers"); consumers != nil {
+		for _, dir := range consumers.Children() {
+			for name, child := range dir.Children() {
+				if !controlNames[name] {
+					inodes[child] = true
+				}
 			}
 		}
 	}
-	return n
+	if fill := m.fs.root.GetChild(fillDirName); fill != nil {
+		for _, child := range fill.Children() {
+			inodes[child] = true
+		}
+	}
+	return len(inodes)
+}
+
+// Served is what the daemon has served of producer batches: reads and
+// bytes (none with passthrough).
+func (m *Mounted) Served() (reads, bytes uint64) {
+	return m.fs.path.daemonReads.Load(), m.fs.path.daemonBytes.Load()
+}
+
+// ReadAhead is how many batches the filler has read ahead whole, and how
+// many it could not (those freed before it got to them aside).
+func (m *Mounted) ReadAhead() (filled, failed uint64) {
+	if m.fs.fill == nil {
+		return 0, 0
+	}
+	return m.fs.fill.filled.Load(), m.fs.fill.failed.Load()
 }
 
 // PrunesInodes says whether the kernel forgets released batch files when
@@ -206,6 +234,8 @@ func (m *Mounted) Unmount() error {
 	// a pending lookup holds; with the store shut down (callers do that
 	// first) lookups return at once, and no notify may race the unmount.
 	m.fs.forget.close()
+	// The filler before the unmount: a batch it has open makes it busy.
+	m.fs.fill.close()
 	// The invalidations under way end once the kernel has answered, or the
 	// mount is gone: waited for, whatever way the unmount goes.
 	defer m.fs.notifies.Wait()

@@ -113,7 +113,12 @@ func (c concatData) ReadAt(p []byte, off int64) (int, error) {
 // publish writes content(seq) into a memory file and publishes it.
 func (e *env) publish(seq int) {
 	e.t.Helper()
-	data := content(seq)
+	e.publishBytes(seq, content(seq))
+}
+
+// publishBytes publishes data as producer batch seq (one sample).
+func (e *env) publishBytes(seq int, data []byte) {
+	e.t.Helper()
 	f, err := e.alloc.Create(int64(len(data)))
 	if err != nil {
 		e.t.Fatal(err)

@@ -78,6 +78,11 @@ type readOnlyFile struct {
 	// inode (OnForget); a later lookup makes a new node, so it is never
 	// cleared. The forgetter stops asking for it then.
 	forgotten atomic.Bool
+	// held, if set, says the file's bytes may still be read by another
+	// consumer (a producer batch still in the buffer): the forgetter
+	// leaves its inode, and with it the page cache its consumers share,
+	// until then.
+	held func() bool
 }
 
 var (

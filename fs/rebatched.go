@@ -86,8 +86,9 @@ func (h *rebatchedHandle) Release(ctx context.Context) syscall.Errno {
 // newBatchInode returns the inode for ref under consumer dir d.
 func (d *consumerDir) newBatchInode(ctx context.Context, ref batchstore.Ref, out *fuse.EntryOut) *fusefs.Inode {
 	if ref.Direct {
-		node := &batchFile{fs: d.fs, seq: ref.Seq, size: ref.Size, at: ref.Time}
+		node := d.fs.newBatchFile(ref.Seq, ref.Size, ref.Time)
 		node.fillAttr(&out.Attr)
+		d.fs.fill.want(node)
 		return d.NewInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: batchIno(ref.Seq)})
 	}
 	node := &rebatchedFile{fs: d.fs, name: d.name, ref: ref}

@@ -2,6 +2,8 @@ package fs
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +23,7 @@ type root struct {
 var (
 	_ = (fusefs.NodeOnAdder)((*root)(nil))
 	_ = (fusefs.NodeLookuper)((*root)(nil))
+	_ = (fusefs.NodeReaddirer)((*root)(nil))
 )
 
 // Lookup waits until the mount is ready: every path goes through here
@@ -32,7 +35,35 @@ func (r *root) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 	case <-ctx.Done():
 		return nil, syscall.EINTR
 	}
+	if name == fillDirName {
+		return r.fillDir(ctx, out)
+	}
 	return lookupChild(ctx, &r.Inode, name, out)
+}
+
+// fillDir is the filler's hidden directory, made at its first lookup;
+// none with passthrough.
+func (r *root) fillDir(ctx context.Context, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	if r.fs.fill == nil {
+		return nil, syscall.ENOENT
+	}
+	dir := &fillDir{fs: r.fs}
+	var a fuse.AttrOut
+	dir.Getattr(ctx, nil, &a)
+	out.Attr = a.Attr
+	return r.NewPersistentInode(ctx, dir, fusefs.StableAttr{Mode: syscall.S_IFDIR, Ino: fillDirIno}), 0
+}
+
+// Readdir lists the fixed children, not the filler's directory.
+func (r *root) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	var entries []fuse.DirEntry
+	for name, child := range r.Children() {
+		if name != fillDirName {
+			entries = append(entries, fuse.DirEntry{Name: name, Mode: child.Mode(), Ino: child.StableAttr().Ino})
+		}
+	}
+	slices.SortFunc(entries, func(a, b fuse.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	return fusefs.NewListDirStream(entries), 0
 }
 
 // lookupChild answers a lookup of one of dir's fixed children.
@@ -93,8 +124,12 @@ type fileSystem struct {
 	opts  Options
 	path  *dataPath
 	root  *root
-	// forget is told of every batch a consumer released.
+	// forget is told of every batch file released, a consumer's or the
+	// filler's.
 	forget *forgetter
+	// fill reads batches ahead when the daemon serves reads; nil with
+	// passthrough.
+	fill *filler
 	// notifies are the content invalidations of released re-batched files
 	// under way (asynchronous: the kernel must not wait on us while it
 	// invalidates); Mounted.Unmount waits for them.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,12 +115,17 @@ func TestWithoutRoot(t *testing.T) {
 	// Which read path is live: the mount's status file, and tsock status.
 	status, ok := asUser(t, nobody, base, "cat mnt/status && "+bin+" status mnt")
 	for _, line := range []string{
-		"data path: daemon reads from memfd (1 MiB requests, keep-cache); passthrough off: kernel refused a backing file",
+		"data path: daemon reads from memfd (each batch read ahead whole once a consumer looks it up, in 128 KiB requests served in parallel",
+		"passthrough off: kernel refused a backing file",
 		"data path daemon reads from memfd\n",
 	} {
 		if !ok || !strings.Contains(status, line) {
 			t.Errorf("status as uid %d lacks %q:\n%s", nobody, line, status)
 		}
+	}
+	// The filler opened batches through the user's own mount.
+	if m := regexp.MustCompile(`the page cache its consumers share: (\d+) batches`).FindStringSubmatch(status); m == nil || m[1] == "0" {
+		t.Errorf("status as uid %d: no batch read ahead by the daemon:\n%s", nobody, status)
 	}
 
 	if out, ok := asUser(t, nobody, base, "fusermount3 -u mnt"); !ok {
