@@ -69,7 +69,9 @@ func readAllBatches(dir, name string) (map[int][]int, map[int][]uint64, error) {
 func sparseFleetThroughTheMount(t *testing.T, consumers int) {
 	const n, epochs, batch = 4000, 2, 32
 	buffer := 40 * int64(batchfile.NewLayout(64, 8).Size)
-	d := startDaemon(t, "--source", fmt.Sprintf("synthetic:%d", n), "--image-size", "8", "--batch-size", "64",
+	// Small pictures: the buffer fills in a second, also under load (with
+	// synthetic:N's photo-sized ones a loaded CI machine took over 20 s).
+	d := startDaemon(t, "--source", producertest.Folder(t, n, 10), "--image-size", "8", "--batch-size", "64",
 		"--epochs", fmt.Sprint(epochs), "--buffer", fmt.Sprint(buffer), "--workers", "2")
 	waittest.Until(t, "the buffer full before anyone joins", func() bool {
 		var doc statusDoc
