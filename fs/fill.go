@@ -45,8 +45,9 @@ const fillDirIno = batchInoBase - 1
 // WILLNEED returns once the window's reads are queued). Its opens hold
 // the batch (Store.Hold) and consume nothing. Its goroutine is
 // Mounted.Unmount's to stop, before the unmount: an open file would make
-// the unmount busy. (An outside `fusermount3 -u` can still meet one of
-// its opens, for the microseconds each lasts, and fail EBUSY: run again.)
+// the unmount busy. (An outside `fusermount3 -u` while consumers read
+// can still meet one of its opens, which last milliseconds, and fail
+// EBUSY: run it again.)
 type filler struct {
 	dir    string // the mountpoint
 	window int64  // the kernel's readahead window, bytes
