@@ -195,7 +195,13 @@ type fillDir struct {
 var (
 	_ = (fusefs.NodeLookuper)((*fillDir)(nil))
 	_ = (fusefs.NodeGetattrer)((*fillDir)(nil))
+	_ = (fusefs.NodeReaddirer)((*fillDir)(nil))
 )
+
+// Readdir lists nothing: what the filler looked up is its own.
+func (d *fillDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Errno) {
+	return fusefs.NewListDirStream(nil), 0
+}
 
 func (d *fillDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.Mode = syscall.S_IFDIR | 0o500

@@ -79,6 +79,9 @@ func TestTheFillDirectoryIsTheDaemonsAlone(t *testing.T) {
 	if _, err := os.ReadFile(filepath.Join(e.dir, ".fill", "0")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("another process opened .fill/0: %v", err)
 	}
+	if names, err := os.ReadDir(filepath.Join(e.dir, ".fill")); err != nil || len(names) != 0 {
+		t.Errorf(".fill lists %v (%v)", names, err)
+	}
 	if cs, _ := e.store.ConsumerSnapshot("a"); cs.BatchesRead != 0 || cs.OpenBatches != 0 {
 		t.Errorf("the consumer's batch was touched: %+v", cs)
 	}
