@@ -23,6 +23,7 @@ import (
 	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
+	"golang.org/x/sys/unix"
 )
 
 // TestMain doubles as a consumer process: with TSOCK_TEST_CONSUMER=DIR
@@ -97,8 +98,12 @@ func consumerProcess(dir, out string) int {
 			return 1
 		}
 	}
+	read := os.ReadFile
+	if os.Getenv("TSOCK_TEST_MMAP") != "" {
+		read = readMapped
+	}
 	for i := uint64(0); ; i++ {
-		b, err := os.ReadFile(filepath.Join(dir, fs.BatchName(i)))
+		b, err := read(filepath.Join(dir, fs.BatchName(i)))
 		if errors.Is(err, os.ErrNotExist) {
 			return 0
 		}
@@ -110,6 +115,26 @@ func consumerProcess(dir, out string) int {
 			return 1
 		}
 	}
+}
+
+// readMapped reads a file through a read-only shared mapping, as the
+// Python client reads batches.
+func readMapped(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", path, err)
+	}
+	defer unix.Munmap(m)
+	return bytes.Clone(m), nil
 }
 
 // builtOnce is something a test run builds once (the binary, a venv),

@@ -62,13 +62,17 @@ func TestWithoutRoot(t *testing.T) {
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
 	d := runDaemon(t, mnt, cmd)
 
-	// Two consumers, as the same user (the mount is its owner's alone).
+	// Two consumers, as the same user (the mount is its owner's alone):
+	// one by plain reads, one through mappings, as the Python client reads.
 	var readers []*exec.Cmd
 	for name, out := range map[string]string{"trial-1": out1, "trial-2": out2} {
 		r := exec.Command(self, "-test.run=^$")
 		r.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 		r.Env = []string{"TSOCK_TEST_CONSUMER=" + filepath.Join(mnt, "consumers", name), "TSOCK_TEST_OUT=" + out, "TSOCK_TEST_JOIN=1",
 			"TSOCK_TEST_GO=" + filepath.Join(base, "go")}
+		if name == "trial-2" {
+			r.Env = append(r.Env, "TSOCK_TEST_MMAP=1")
+		}
 		r.Stderr = os.Stderr
 		if err := r.Start(); err != nil {
 			t.Fatal(err)
