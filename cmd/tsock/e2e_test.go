@@ -23,7 +23,6 @@ import (
 	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
-	"golang.org/x/sys/unix"
 )
 
 // TestMain doubles as a consumer process: with TSOCK_TEST_CONSUMER=DIR
@@ -120,20 +119,11 @@ func consumerProcess(dir, out string) int {
 // readMapped reads a file through a read-only shared mapping, as the
 // Python client reads batches.
 func readMapped(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	m, err := mapAndClose(path)
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", path, err)
 	}
-	defer unix.Munmap(m)
+	defer syscall.Munmap(m)
 	return bytes.Clone(m), nil
 }
 
