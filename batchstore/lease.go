@@ -67,16 +67,12 @@ func (s *Store) heldBatch(verb string, seq uint64) (*batch, error) {
 	return b, nil
 }
 
-// Held gives producer batch seq's size and the time it was published,
-// while the buffer holds it (a consumer may still read it).
-func (s *Store) Held(seq uint64) (size int64, at time.Time, ok bool) {
+// Holds says whether the buffer still holds producer batch seq: a
+// consumer may still read it.
+func (s *Store) Holds(seq uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := s.buf.held[seq]
-	if b == nil {
-		return 0, time.Time{}, false
-	}
-	return b.blob.Size(), b.at, true
+	return s.buf.held[seq] != nil
 }
 
 // OpenBatch takes a lease on name's batch local (a re-batched file).

@@ -63,7 +63,7 @@
 // What crosses its border: in, the kernel's FUSE requests (through
 // go-fuse, imported as fusefs) and Options' renderers (status, state,
 // metrics, status.json: the command's); out, calls on batchstore (Join,
-// Lookup, Open, Hold, Held, Release, control writes), and the filler's
+// Lookup, Open, Hold, Holds, Release, control writes), and the filler's
 // own opens of its mount and on package ingest's Writer
 // for ingest/, with each store error mapped to one errno (errno()). It
 // decides nothing the store does not.

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -166,25 +164,6 @@ func (f *filler) close() {
 	<-f.done
 }
 
-// readaheadWindow is the kernel's readahead window for the mount at dir:
-// what one read-ahead request covers at most.
-func readaheadWindow(dir string) int64 {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return 128 << 10
-	}
-	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 128 << 10
-	}
-	kb, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil || kb <= 0 {
-		return 128 << 10
-	}
-	return kb << 10
-}
-
 // fillDir is MOUNTPOINT/.fill: each batch the filler has queued, under its
 // sequence number; nothing else, and only for the mount's owner.
 type fillDir struct {
@@ -215,7 +194,7 @@ func (d *fillDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return nil, syscall.ENOENT
 	}
 	b := d.fs.fill.node(seq)
-	if _, _, held := d.fs.store.Held(seq); b == nil || !held { // freed: no inode the forgetter would not know
+	if b == nil {
 		return nil, syscall.ENOENT
 	}
 	node := d.fs.newBatchFile(b.seq, b.size, b.at)

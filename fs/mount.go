@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -116,12 +117,13 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	fsys.forget = newForgetter(fsys.root.EmbeddedInode())
 	m := &Mounted{Dir: dir, server: server, fs: fsys}
 	fsys.path.wanted, fsys.path.reason = m.probePassthrough(opts)
-	if err := setReadahead(dir, requestSize/1024); err != nil && fsys.path.wanted {
+	window, err := readahead(dir, requestSize)
+	if err != nil && fsys.path.wanted {
 		slog.Warn("could not raise readahead; reads the kernel refuses to pass through will be slower", "err", err)
 	}
 	if !fsys.path.wanted {
-		fsys.path.window = readaheadWindow(dir)
-		fsys.fill = newFiller(dir, fsys.path.window)
+		fsys.path.window = window
+		fsys.fill = newFiller(dir, window)
 	}
 	if opts.Serving != nil {
 		opts.Serving(m)
@@ -347,13 +349,25 @@ func unescapeMountPath(s string) string {
 	return b.String()
 }
 
-// setReadahead raises the mount's readahead to kb: go-fuse can only lower
-// it through MaxReadAhead.
-func setReadahead(dir string, kb int) error {
+// readahead raises the mount's readahead window to want bytes (go-fuse
+// can only lower it, through MaxReadAhead) and returns the window in
+// force: want, or, where the raise is refused (a user's mount: the sysfs
+// file is root's), the kernel's own, 128 KiB if it cannot be read.
+func readahead(dir string, want int64) (int64, error) {
+	const kernelDefault = 128 << 10
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
-		return err
+		return kernelDefault, err
 	}
 	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
-	return os.WriteFile(path, []byte(fmt.Sprintf("%d\n", kb)), 0)
+	err := os.WriteFile(path, []byte(fmt.Sprintf("%d\n", want>>10)), 0)
+	if err == nil {
+		return want, nil
+	}
+	if b, rerr := os.ReadFile(path); rerr == nil {
+		if kb, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); perr == nil && kb > 0 {
+			return kb << 10, err
+		}
+	}
+	return kernelDefault, err
 }

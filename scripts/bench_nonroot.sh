@@ -52,7 +52,6 @@ chmod 0666 /dev/fuse
 # An array, not a function: the daemon's PID is then tsock's own
 # (setpriv execs it), whose CPU time the run reads.
 user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-user() { "${user[@]}" "$@"; }
 mkdir -p "$mnt"
 chown 65534:65534 "$mnt"
 args=(--source "synthetic:$images" --batch-size 256 --image-size 224 --epochs 1 --buffer 2GiB)
@@ -86,7 +85,7 @@ side() {
 	local cpu1
 	cpu1=$(cputicks "$daemon")
 	"${run[@]}" grep '^data path:' "$mnt/status" | cut -d';' -f1 >"$work/path.$as"
-	if [[ $as == nobody ]]; then user fusermount3 -u "$mnt"; else kill -TERM "$daemon"; fi
+	if [[ $as == nobody ]]; then "${user[@]}" fusermount3 -u "$mnt"; else kill -TERM "$daemon"; fi
 	wait "$daemon"
 	daemon=
 	cat "$work"/reader* | "$reader" -c '
