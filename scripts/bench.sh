@@ -39,7 +39,8 @@
 # 11. ImageNet's size (1,281,167 files; 1,282 shards): mount time and
 #    daemon RSS after the mount and after 3 epochs: scripts/bench_scale.sh
 # 12. Without root: read GB/s as a user without root (daemon reads)
-#    against root's (passthrough): scripts/bench_nonroot.sh
+#    against root's (passthrough, from huge pages and from a memfd's 4 KiB
+#    pages), and the page cache's ceiling: scripts/bench_nonroot.sh
 # 13. Validation accuracy of one training from its own DataLoader and
 #    from tsock (a folder; class-sorted shards): scripts/accuracy.sh
 # 14. Distinct labels in a batch of an epoch over class-sorted shards at

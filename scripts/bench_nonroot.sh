@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
 # Without root, measured: what a user without root gets against root, on
-# the same machine, the two interleaved in each run (medians of RUNS runs,
-# min-max of each ratio). Run as root: it makes /dev/fuse openable by all
-# for the run (as an administrator does for users) and restores its mode.
+# the same machine, interleaved in each run (medians of RUNS runs, min-max
+# of each ratio). Run as root: it makes /dev/fuse openable by all for the
+# run (as an administrator does for users) and restores its mode.
 #
 #   scripts/bench_nonroot.sh [RUNS] [IMAGES]      default 3 runs, 10240 images
 #
-# Per run, per shape (1 reader and 4 readers, each by read() and by mmap)
-# and per side: a mount of synthetic:IMAGES (10240: 40 batches of 256
-# images of 224 px, 1.5 GB) with a 2 GiB buffer, every batch produced
-# before the read starts (state idle), then the readers, one consumer
-# each, all at once (scripts/python/bench_read.py: plain reads into one
-# buffer, or a mapping copied out once). GB/s is every reader's bytes over
-# their common span; the daemon's CPU seconds (user and system) over the
-# read, per GB read. Root's mount serves reads by FUSE passthrough from
-# the huge-page tmpfs; user nobody's through fusermount3, by the daemon
-# from a memfd (each batch read ahead into the page cache).
+# Three sides: root as it runs by default (FUSE passthrough from the
+# huge-page tmpfs root mounts), root with --storage memfd (passthrough
+# from a memfd: the 4 KiB pages a user's memory comes in), and user nobody
+# (through fusermount3; the daemon serves reads from a memfd, each batch
+# read ahead into the page cache). The side that goes first alternates.
+#
+# Per run, per shape (1 reader and 4 readers, each by read(), by mmap, and
+# by read() of a page cache already full) and per side: a mount of
+# synthetic:IMAGES (10240: 40 batches of 256 images of 224 px, 1.5 GB)
+# with a 2 GiB buffer, every batch produced before the read starts (state
+# idle), then the readers, one consumer each, all at once
+# (scripts/python/bench_read.py: plain reads into one buffer, or a mapping
+# copied out once). "Page cache full": one more consumer reads every batch
+# first, untimed, so that the timed readers find every byte in the page
+# cache: the most a reader gets through the mount whatever the daemon
+# does. GB/s is every reader's bytes over their common span; the daemon's
+# CPU seconds (user and system) over the read, per GB read. Last, the page
+# size alone: plain files in a tmpfs of 4 KiB pages against one of huge
+# pages, no FUSE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec 3>&1 1>&2 # the rows alone on standard output
@@ -45,6 +54,9 @@ finish() {
 		daemon=
 	fi
 	if grep -q " $mnt " /proc/mounts; then umount -l "$mnt"; fi
+	for t in "$work/pages4k" "$work/pageshuge"; do
+		if grep -q " $t " /proc/mounts; then umount "$t"; fi
+	done
 	cleanup
 }
 trap finish EXIT
@@ -58,13 +70,14 @@ args=(--source "synthetic:$images" --batch-size 256 --image-size 224 --epochs 1 
 cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # side AS READERS MODE: one mount, every batch made, READERS readers by
-# MODE (read or mmap); appends "GB/s CPU-s/GB" to $work/AS. Not in a
+# MODE (read, mmap or cached); appends "GB/s CPU-s/GB" to $work/AS. Not in a
 # subshell: cleanup must know the daemon to stop it if the run fails.
 side() {
-	local as=$1 readers=$2 mode=$3 run=() flags=(--times) pids=() i
+	local as=$1 readers=$2 mode=$3 run=() flags=(--times) storage=() pids=() i
 	[[ $as == nobody ]] && run=("${user[@]}")
+	[[ $as == memfd ]] && storage=(--storage memfd)
 	[[ $mode == mmap ]] && flags+=(--mmap)
-	"${run[@]}" "$tsock" mount "$mnt" "${args[@]}" >"$work/mount.log" 2>&1 &
+	"${run[@]}" "$tsock" mount "$mnt" "${args[@]}" "${storage[@]}" >"$work/mount.log" 2>&1 &
 	daemon=$!
 	for _ in $(seq 600); do
 		"${run[@]}" test -e "$mnt/status" 2>/dev/null && break
@@ -72,7 +85,11 @@ side() {
 		sleep 0.05
 	done
 	for i in $(seq "$readers"); do "${run[@]}" mkdir "$mnt/consumers/r$i"; done
+	[[ $mode == cached ]] && "${run[@]}" mkdir "$mnt/consumers/warm"
 	until [[ $("${run[@]}" cat "$mnt/state") == idle ]]; do sleep 0.2; done
+	if [[ $mode == cached ]]; then
+		"${run[@]}" bash -c '"$0" "$1"/bench_read.py "$2"/*.safetensors' "$reader" "$work" "$mnt/consumers/warm" >/dev/null
+	fi
 	local cpu0
 	cpu0=$(cputicks "$daemon")
 	for i in $(seq "$readers"); do
@@ -98,18 +115,37 @@ print(f"{total / span / 1e9:.3f} {cpu / (total / 1e9):.3f}")' "$cpu0" "$cpu1" >>
 	rm -f "$work"/reader*
 }
 
+# The page size alone, no FUSE: the same reader over plain files of a
+# batch's size in a tmpfs of 4 KiB pages (what a FUSE page cache is made
+# of on kernels without large folios for FUSE) and in one of huge pages
+# (what root's passthrough reads from). Appends GB/s to $work/pages.SIZE.
+mkdir -p "$work/pages4k" "$work/pageshuge"
+mount -t tmpfs -o size=2G,huge=never tsock-bench "$work/pages4k"
+mount -t tmpfs -o size=2G,huge=always tsock-bench "$work/pageshuge"
+files=$(( images / 256 )) # a batch's worth each, at most 40
+files=$(( files < 1 ? 1 : files > 40 ? 40 : files ))
+for i in $(seq "$files"); do
+	head -c $(( 256 * 224 * 224 * 3 )) /dev/urandom >"$work/pages4k/$i"
+	cp "$work/pages4k/$i" "$work/pageshuge/$i"
+done
+pages() {
+	"$reader" "$work/bench_read.py" "$work/pages$1"/* >>"$work/pages.$1"
+}
+
 for run in $(seq "$runs"); do
 	echo "== without root, run $run of $runs"
+	if ((run % 2)); then pages 4k; pages huge; else pages huge; pages 4k; fi
 	for readers in 1 4; do
-		for mode in read mmap; do
+		for mode in read mmap cached; do
 			# The side that goes first alternates from run to run.
-			if ((run % 2)); then side root "$readers" "$mode"; side nobody "$readers" "$mode"
-			else side nobody "$readers" "$mode"; side root "$readers" "$mode"; fi
-			echo "$readers $mode: root $(tail -1 "$work/root.$readers.$mode"); nobody $(tail -1 "$work/nobody.$readers.$mode")"
+			if ((run % 2)); then sides=(root memfd nobody); else sides=(nobody memfd root); fi
+			for as in "${sides[@]}"; do side "$as" "$readers" "$mode"; done
+			echo "$readers $mode: root $(tail -1 "$work/root.$readers.$mode"); root from a memfd $(tail -1 "$work/memfd.$readers.$mode"); nobody $(tail -1 "$work/nobody.$readers.$mode")"
 		done
 	done
 done
 echo "root's data path: $(cat "$work/path.root")"
+echo "root's data path with --storage memfd: $(cat "$work/path.memfd")"
 echo "nobody's data path: $(cat "$work/path.nobody")"
 "$reader" - "$work" "$runs" >&3 <<'PY'
 import sys
@@ -117,13 +153,19 @@ sys.path.insert(0, "scripts/python")
 from benchtable import header, med, ratio, spread
 work, runs = sys.argv[1], sys.argv[2]
 print(header(f"\n### Without root: medians of {runs} runs (spread min-max; each ratio within its run)",
-             ("readers, by", "user without root: GB/s", "root: GB/s", "ratio", "daemon CPU s per GB read: user (root)")))
+             ("readers, by", "user without root: GB/s", "root: GB/s", "ratio",
+              "root, batches in a memfd: GB/s", "ratio to it", "daemon CPU s per GB read: user (root)")))
 for readers in (1, 4):
-    for mode in ("read", "mmap"):
+    for mode in ("read", "mmap", "cached"):
         def col(side, k):
             return [float(line.split()[k]) for line in open(f"{work}/{side}.{readers}.{mode}")]
-        user, root = col("nobody", 0), col("root", 0)
-        how = "read()" if mode == "read" else "mmap"
+        user, root, memfd = col("nobody", 0), col("root", 0), col("memfd", 0)
+        how = {"read": "read()", "mmap": "mmap", "cached": "read(), page cache full"}[mode]
         print(f"| {readers} ({how}) | {med(user):.2f} ({spread(user)}) | {med(root):.2f} ({spread(root)}) | "
-              f"{ratio(user, root)} | {med(col('nobody', 1)):.2f} ({med(col('root', 1)):.2f}) |")
+              f"{ratio(user, root)} | {med(memfd):.2f} ({spread(memfd)}) | {ratio(user, memfd)} | "
+              f"{med(col('nobody', 1)):.2f} ({med(col('root', 1)):.2f}) |")
+small, huge = ([float(line) for line in open(f"{work}/pages.{size}")] for size in ("4k", "huge"))
+print(f"\nThe page size alone (plain tmpfs files, no FUSE, one reader by read()): 4 KiB pages "
+      f"{med(small):.2f} ({spread(small)}) GB/s, huge pages {med(huge):.2f} ({spread(huge)}) GB/s: "
+      f"{ratio(small, huge)}")
 PY
