@@ -30,6 +30,9 @@
 //     looked it up, through .fill/SEQ: a hidden directory only the
 //     filler's thread may look into, whose opens hold the batch
 //     (Store.Hold) without charging or consuming anything.
+//   - A reply from a producer batch is spliced from its file, up to what
+//     a pipe holds (spliceLimit); every other reply is one writev
+//     (bytesReply), never a pipe go-fuse would fill in vain.
 //   - In GPU mode each batch also has NNNNNN.cuda, rendered by the
 //     producer's format from the leased batches; opening it takes the same
 //     lease as the batch, so release and consumption follow one rule.

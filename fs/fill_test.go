@@ -28,9 +28,9 @@ func bigContent(seq, n int) []byte {
 }
 
 // Without passthrough, a batch is read ahead whole by the daemon once a
-// consumer has looked it up, before its reader asks: the reader then
-// finds every page in the page cache, and none of its reads reaches the
-// daemon.
+// consumer has looked it up, before its reader asks, every reply spliced
+// from the batch's file: the reader then finds every page in the page
+// cache, and none of its reads reaches the daemon.
 func TestABatchIsReadAheadOnceLookedUp(t *testing.T) {
 	e := mount(t, false)
 	e.join("a")
@@ -44,7 +44,10 @@ func TestABatchIsReadAheadOnceLookedUp(t *testing.T) {
 		_, served := e.m.Served()
 		return served >= uint64(len(data))
 	})
-	before, _ := e.m.Served()
+	before, served := e.m.Served()
+	if spliced := e.m.Spliced(); spliced != served {
+		t.Errorf("%d of the %d bytes read ahead were spliced from the batch's file, not all", spliced, served)
+	}
 	got, err := os.ReadFile(e.batch("a", 0))
 	if err != nil || sum(got) != sum(data) {
 		t.Fatalf("the reader got %d wrong bytes: %v", len(got), err)

@@ -233,7 +233,7 @@ func (h *ingestHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.R
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, errno(err)
 	}
-	return fuse.ReadResultData(dest[:n]), 0
+	return bytesReply(dest[:n]), 0
 }
 
 // Flush comes for every close of every copy of the descriptor. Only the

@@ -71,8 +71,32 @@ type Options struct {
 // consumer directories (and their batch_size files).
 func mountOwner() (uid, gid uint32) { return uint32(os.Geteuid()), uint32(os.Getegid()) }
 
-// requestSize is the largest read the kernel sends (its cap is 1 MiB).
+// requestSize is the largest read or write the kernel sends (its cap is
+// 1 MiB).
 const requestSize = 1 << 20
+
+// spliceMax is the largest reply spliced from a batch's file, and the
+// readahead window asked for when the daemon serves reads, so that every
+// read-ahead reply is spliced: a reply, header and all, must fit in a pipe
+// (go-fuse grows one to the reply and a page, rounded up to a power of
+// two; a user may grow a pipe to pipe-max-size, 1 MiB by default), and
+// 1 MiB replies failed.
+const spliceMax = 512 << 10
+
+// spliceLimit is the largest reply this machine's pipes let the daemon
+// splice: spliceMax, less where pipe-max-size is under 1 MiB, none where
+// it cannot be read.
+func spliceLimit() int64 {
+	b, err := os.ReadFile("/proc/sys/fs/pipe-max-size")
+	if err != nil {
+		return 0
+	}
+	pipeMax, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return min(spliceMax, pipeMax/2)
+}
 
 // Mounted is a live mount.
 type Mounted struct {
@@ -93,11 +117,14 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	if err := checkDevFuse(); err != nil {
 		return nil, err
 	}
-	fsys := &fileSystem{store: store, opts: opts, path: &dataPath{backing: opts.Backing}, ready: make(chan struct{})}
+	fsys := &fileSystem{store: store, opts: opts, path: &dataPath{backing: opts.Backing, spliceMax: spliceLimit()},
+		ready: make(chan struct{})}
 	zero, attr := time.Duration(0), time.Second
 	mo := fuse.MountOptions{
 		FsName: "tsock", Name: "tsock",
-		DirectMount: true, MaxWrite: requestSize, DisableSplice: true,
+		// Replies from a batch's file are spliced (batchHandle.Read);
+		// every other reply is one writev (bytesReply).
+		DirectMount: true, MaxWrite: requestSize,
 		AllowOther: opts.AllowOther, Debug: opts.Debug,
 		// The kernel checks permissions against the modes and owners
 		// tsock reports, as on any file system.
@@ -117,7 +144,11 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	fsys.forget = newForgetter(fsys.root.EmbeddedInode())
 	m := &Mounted{Dir: dir, server: server, fs: fsys}
 	fsys.path.wanted, fsys.path.reason = m.probePassthrough(opts)
-	window, err := readahead(dir, requestSize)
+	want := int64(requestSize) // for reads the kernel does not pass through
+	if !fsys.path.wanted {
+		want = max(fsys.path.spliceMax, 128<<10)
+	}
+	window, err := readahead(dir, want)
 	if err != nil && fsys.path.wanted {
 		slog.Warn("could not raise readahead; reads the kernel refuses to pass through will be slower", "err", err)
 	}
@@ -168,8 +199,9 @@ func (m *Mounted) SharedPath() string {
 	if failed > 0 {
 		notFilled = fmt.Sprintf(" (%d could not be: their readers read them themselves)", failed)
 	}
-	return fmt.Sprintf("daemon reads from %s (each batch read ahead whole once a consumer looks it up, in %s requests served in parallel, into the page cache its consumers share: %d batches%s, %s served so far); passthrough off: %s",
-		p.backing, humanize.IBytes(uint64(p.window)), filled, notFilled, humanize.IBytes(p.daemonBytes.Load()), p.reason)
+	return fmt.Sprintf("daemon reads from %s (each batch read ahead whole once a consumer looks it up, in %s requests served in parallel, into the page cache its consumers share: %d batches%s, %s served so far, %s of it spliced); passthrough off: %s",
+		p.backing, humanize.IBytes(uint64(p.window)), filled, notFilled, humanize.IBytes(p.daemonBytes.Load()),
+		humanize.IBytes(p.splicedBytes.Load()), p.reason)
 }
 
 // IngestPath says how writes into ingest/ are served: always by the
@@ -211,6 +243,10 @@ func (m *Mounted) BatchInodes() int {
 func (m *Mounted) Served() (reads, bytes uint64) {
 	return m.fs.path.daemonReads.Load(), m.fs.path.daemonBytes.Load()
 }
+
+// Spliced is how many of the bytes Served counts were spliced from the
+// batches' files.
+func (m *Mounted) Spliced() uint64 { return m.fs.path.splicedBytes.Load() }
 
 // ReadAhead is how many batches the filler has read ahead whole, and how
 // many it could not (those freed before it got to them aside).

@@ -60,7 +60,7 @@ var _ = (fusefs.FileReader)((*textHandle)(nil))
 
 func (h *textHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	if off >= int64(len(h.data)) {
-		return fuse.ReadResultData(nil), 0
+		return bytesReply(nil), 0
 	}
-	return fuse.ReadResultData(h.data[off:min(int64(len(h.data)), off+int64(len(dest)))]), 0
+	return bytesReply(h.data[off:min(int64(len(h.data)), off+int64(len(dest)))]), 0
 }

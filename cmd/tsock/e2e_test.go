@@ -340,7 +340,7 @@ func TestEndToEndThreeConsumersTwoEpochs(t *testing.T) {
 		{[]string{"--storage", "memfd", "--decoder", "turbo"},
 			[]string{"data path: passthrough from memfd (reads and mmaps never enter the daemon)"}},
 		{[]string{"--storage", "memfd", "--passthrough", "off", "--decoder", "go"},
-			[]string{"data path: daemon reads from memfd (each batch read ahead whole once a consumer looks it up, in 1.0 MiB requests", "decoder: Go image/jpeg (by request)"}},
+			[]string{"data path: daemon reads from memfd (each batch read ahead whole once a consumer looks it up, in 512 KiB requests", "decoder: Go image/jpeg (by request)"}},
 	} {
 		t.Run(strings.Join(path.flags, " "), func(t *testing.T) { endToEnd(t, path.flags, path.status) })
 	}

@@ -131,6 +131,10 @@ func TestWithoutRoot(t *testing.T) {
 	if m := regexp.MustCompile(`the page cache its consumers share: (\d+) batches`).FindStringSubmatch(status); m == nil || m[1] == "0" {
 		t.Errorf("status as uid %d: no batch read ahead by the daemon:\n%s", nobody, status)
 	}
+	// Every reply was spliced from a batch's file: a user's pipes hold them.
+	if m := regexp.MustCompile(`(\S+ \S+) served so far, (\S+ \S+) of it spliced`).FindStringSubmatch(status); m == nil || m[1] != m[2] {
+		t.Errorf("status as uid %d: not every byte served was spliced:\n%s", nobody, status)
+	}
 
 	if out, ok := asUser(t, nobody, base, "fusermount3 -u mnt"); !ok {
 		t.Fatalf("fusermount3 -u as uid %d: %s", nobody, out)
