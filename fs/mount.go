@@ -87,15 +87,20 @@ const spliceMax = 512 << 10
 // splice: spliceMax, less where pipe-max-size is under 1 MiB, none where
 // it cannot be read.
 func spliceLimit() int64 {
-	b, err := os.ReadFile("/proc/sys/fs/pipe-max-size")
-	if err != nil {
-		return 0
-	}
-	pipeMax, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	pipeMax, err := readNumber("/proc/sys/fs/pipe-max-size")
 	if err != nil {
 		return 0
 	}
 	return min(spliceMax, pipeMax/2)
+}
+
+// readNumber reads a kernel file that holds one integer.
+func readNumber(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
 // Mounted is a live mount.
@@ -144,17 +149,13 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	fsys.forget = newForgetter(fsys.root.EmbeddedInode())
 	m := &Mounted{Dir: dir, server: server, fs: fsys}
 	fsys.path.wanted, fsys.path.reason = m.probePassthrough(opts)
-	want := int64(requestSize) // for reads the kernel does not pass through
-	if !fsys.path.wanted {
-		want = max(fsys.path.spliceMax, 128<<10)
-	}
-	window, err := readahead(dir, want)
-	if err != nil && fsys.path.wanted {
-		slog.Warn("could not raise readahead; reads the kernel refuses to pass through will be slower", "err", err)
-	}
-	if !fsys.path.wanted {
-		fsys.path.window = window
-		fsys.fill = newFiller(dir, window)
+	if fsys.path.wanted { // the window serves the reads the kernel does not pass through
+		if _, err := readahead(dir, requestSize); err != nil {
+			slog.Warn("could not raise readahead; reads the kernel refuses to pass through will be slower", "err", err)
+		}
+	} else { // a user's mount keeps the kernel's window: no warning
+		fsys.path.window, _ = readahead(dir, max(fsys.path.spliceMax, kernelWindow))
+		fsys.fill = newFiller(dir, fsys.path.window)
 	}
 	if opts.Serving != nil {
 		opts.Serving(m)
@@ -388,22 +389,22 @@ func unescapeMountPath(s string) string {
 // readahead raises the mount's readahead window to want bytes (go-fuse
 // can only lower it, through MaxReadAhead) and returns the window in
 // force: want, or, where the raise is refused (a user's mount: the sysfs
-// file is root's), the kernel's own, 128 KiB if it cannot be read.
+// file is root's), the kernel's own, kernelWindow if it cannot be read.
 func readahead(dir string, want int64) (int64, error) {
-	const kernelDefault = 128 << 10
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
-		return kernelDefault, err
+		return kernelWindow, err
 	}
 	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
 	err := os.WriteFile(path, []byte(fmt.Sprintf("%d\n", want>>10)), 0)
 	if err == nil {
 		return want, nil
 	}
-	if b, rerr := os.ReadFile(path); rerr == nil {
-		if kb, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); perr == nil && kb > 0 {
-			return kb << 10, err
-		}
+	if kb, rerr := readNumber(path); rerr == nil && kb > 0 {
+		return kb << 10, err
 	}
-	return kernelDefault, err
+	return kernelWindow, err
 }
+
+// kernelWindow is the kernel's default readahead window, a user's mount's.
+const kernelWindow = 128 << 10
