@@ -2,6 +2,10 @@ package fs
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -134,10 +138,9 @@ func (h *batchHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 	// copies the file's pages into the reply once, the daemon not at all
 	// (a pread and a write copy each byte twice: 18-25% more of the
 	// daemon's CPU a GB read).
-	if fd := h.spliceFd(); fd >= 0 && size <= h.path.spliceMax {
-		h.path.splicedBytes.Add(uint64(size))
+	if fd := h.spliceFd(); fd >= 0 && size <= h.path.spliceMax && !h.path.spliceOff.Load() {
 		h.served.Add(uint64(size))
-		return fuse.ReadResultFd(uintptr(fd), off, int(size)), 0
+		return &splicedReply{fd: uintptr(fd), off: off, size: int(size), path: h.path}, 0
 	}
 	n, err := h.data.ReadAt(dest[:size], off)
 	if err != nil {
@@ -156,6 +159,45 @@ func (h *batchHandle) spliceFd() int {
 		return -1
 	}
 	return h.lease.Blob().Fd()
+}
+
+// splicedReply is a reply go-fuse splices from a batch's file (it
+// splices what says where it lies: Seekable), or, where the splice
+// fails (a pipe it cannot grow: a user's pipe quota full, pipe-max-size
+// lowered), copies with Bytes. It counts what was spliced once the reply
+// is written (Done), and a failed splice turns splicing off for the
+// mount (dataPath.spliceFailed): go-fuse would otherwise try, fail and
+// log again for every reply. go-fuse calls it from one goroutine.
+type splicedReply struct {
+	fd       uintptr
+	off      int64
+	size     int
+	path     *dataPath
+	tried    bool // go-fuse asked where the bytes lie: a pipe was grown for them
+	fellBack bool // and copied them instead
+}
+
+func (r *splicedReply) Size() int { return r.size }
+
+func (r *splicedReply) Seekable() (fd uintptr, off int64, sz int) {
+	r.tried = true
+	return r.fd, r.off, r.size
+}
+
+func (r *splicedReply) Bytes(buf []byte) ([]byte, fuse.Status) {
+	r.fellBack = true
+	r.path.spliceFailed()
+	n, err := syscall.Pread(int(r.fd), buf[:min(len(buf), r.size)], r.off)
+	if err != nil {
+		return nil, fuse.ToStatus(err)
+	}
+	return buf[:n], fuse.OK
+}
+
+func (r *splicedReply) Done() {
+	if r.tried && !r.fellBack {
+		r.path.splicedBytes.Add(uint64(r.size))
+	}
 }
 
 // bytesReply answers a read with bytes the daemon holds, in one writev: a
@@ -193,6 +235,14 @@ type dataPath struct {
 	daemonBytes atomic.Uint64
 	// Of those, the bytes spliced from the batch's file.
 	splicedBytes atomic.Uint64
+	// spliceOff: a splice failed, and replies are copied from then on;
+	// spliceWhy says why (go-fuse's words, noted by fuseLog) and since
+	// when, once.
+	spliceOff  atomic.Bool
+	spliceOnce sync.Once
+	spliceMu   sync.Mutex
+	spliceErr  string // the last splice error go-fuse reported
+	spliceWhy  string
 	// Re-batched files (a consumer's own batch size or stitched epochs)
 	// are assembled by the daemon from several producer batches.
 	rebatchedBytes atomic.Uint64
@@ -201,3 +251,53 @@ type dataPath struct {
 }
 
 func (p *dataPath) passthrough() bool { return p.wanted }
+
+// spliceFailed turns splicing off for the mount at its first failure,
+// and says so once: the replies are copied from then on (correct, one
+// more copy each), where go-fuse would try and fail again for each.
+func (p *dataPath) spliceFailed() {
+	p.spliceOnce.Do(func() {
+		p.spliceMu.Lock()
+		why := p.spliceErr
+		if why == "" {
+			why = "a splice failed"
+		}
+		p.spliceWhy = fmt.Sprintf("since %s: %s", time.Now().Format(time.TimeOnly), why)
+		p.spliceMu.Unlock()
+		p.spliceOff.Store(true)
+		slog.Warn("splicing replies failed: replies are copied from now on (reads stay correct; the daemon copies each byte once more)", "why", why)
+	})
+}
+
+// spliceNote keeps go-fuse's word for a failed splice, which comes just
+// before its fallback to Bytes.
+func (p *dataPath) spliceNote(err string) {
+	p.spliceMu.Lock()
+	defer p.spliceMu.Unlock()
+	p.spliceErr = err
+}
+
+// spliceState says why splicing is off ("" while it is on).
+func (p *dataPath) spliceState() string {
+	if !p.spliceOff.Load() {
+		return ""
+	}
+	p.spliceMu.Lock()
+	defer p.spliceMu.Unlock()
+	return p.spliceWhy
+}
+
+// fuseLog takes go-fuse's log lines into slog. A failed splice is
+// noted, not logged: the data path says it once as it falls back
+// (spliceFailed), where go-fuse would log a line for every reply.
+type fuseLog struct{ path *dataPath }
+
+func (l fuseLog) Write(b []byte) (int, error) {
+	line := strings.TrimSpace(string(b))
+	if why, ok := strings.CutPrefix(line, "trySplice: "); ok {
+		l.path.spliceNote(why)
+		return len(b), nil
+	}
+	slog.Warn("fuse: " + line)
+	return len(b), nil
+}

@@ -40,9 +40,11 @@ func TestABatchIsReadAheadOnceLookedUp(t *testing.T) {
 	if err := unix.Stat(e.batch("a", 0), &st); err != nil { // the lookup, no open
 		t.Fatal(err)
 	}
-	waittest.Until(t, "the daemon reads the batch ahead", func() bool {
+	// A reply is counted as spliced once it is written, just after it
+	// is counted as served.
+	waittest.Until(t, "the daemon reads the batch ahead, every reply spliced", func() bool {
 		_, served := e.m.Served()
-		return served >= uint64(len(data))
+		return served >= uint64(len(data)) && e.m.Spliced() >= served
 	})
 	before, served := e.m.Served()
 	if spliced := e.m.Spliced(); spliced != served {

@@ -138,6 +138,8 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	}
 	if opts.Debug {
 		mo.Logger = log.New(os.Stderr, "fuse: ", 0)
+	} else {
+		mo.Logger = log.New(fuseLog{fsys.path}, "", 0)
 	}
 	fsys.root = &root{fs: fsys}
 	server, err := fusefs.Mount(dir, fsys.root, &fusefs.Options{
@@ -200,9 +202,13 @@ func (m *Mounted) SharedPath() string {
 	if failed > 0 {
 		notFilled = fmt.Sprintf(" (%d could not be: their readers read them themselves)", failed)
 	}
-	return fmt.Sprintf("daemon reads from %s (each batch read ahead whole once a consumer looks it up, in %s requests served in parallel, into the page cache its consumers share: %d batches%s, %s served so far, %s of it spliced); passthrough off: %s",
+	spliced := ""
+	if why := p.spliceState(); why != "" {
+		spliced = ", splicing off " + why + ": replies copied"
+	}
+	return fmt.Sprintf("daemon reads from %s (each batch read ahead whole once a consumer looks it up, in %s requests served in parallel, into the page cache its consumers share: %d batches%s, %s served so far, %s of it spliced%s); passthrough off: %s",
 		p.backing, humanize.IBytes(uint64(p.window)), filled, notFilled, humanize.IBytes(p.daemonBytes.Load()),
-		humanize.IBytes(p.splicedBytes.Load()), p.reason)
+		humanize.IBytes(p.splicedBytes.Load()), spliced, p.reason)
 }
 
 // IngestPath says how writes into ingest/ are served: always by the

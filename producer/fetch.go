@@ -19,6 +19,9 @@ type fetcher struct {
 	// the source reads their pieces ahead itself; a fetcher that did
 	// would ask past what the shard memory holds, and read them alone.
 	whole func(i int) bool
+	// made says whether sample i is served without its bytes (kept: a
+	// deterministic transform's copy): nothing to read ahead.
+	made  func(i int) bool
 	slots chan struct{} // one per sample asked ahead and not yet taken
 	queue chan *fetched
 
@@ -40,11 +43,11 @@ type fetched struct {
 const fetchWindow = 4
 
 // newFetcher starts parallel fetching goroutines over src; ctx ends
-// their requests.
-func newFetcher(ctx context.Context, src source.Source, parallel int) *fetcher {
+// their requests. made says which samples need no bytes now.
+func newFetcher(ctx context.Context, src source.Source, parallel int, made func(i int) bool) *fetcher {
 	f := &fetcher{
 		src: src, slots: make(chan struct{}, fetchWindow*parallel), queue: make(chan *fetched),
-		pending: map[int][]*fetched{}, whole: func(int) bool { return false },
+		pending: map[int][]*fetched{}, whole: func(int) bool { return false }, made: made,
 	}
 	if sh, ok := source.As[source.Sharded](src); ok {
 		f.whole = sh.ReadsWhole
@@ -66,8 +69,8 @@ func (f *fetcher) window() int { return cap(f.slots) }
 // ahead asks for sample i. It waits while the window is full of samples
 // the workers have not taken yet, or until ctx ends.
 func (f *fetcher) ahead(ctx context.Context, i int) error {
-	if f.whole(i) {
-		return nil // its worker reads it from its piece
+	if f.whole(i) || f.made(i) {
+		return nil // its worker reads it from its piece, or needs no bytes
 	}
 	select {
 	case f.slots <- struct{}{}:
@@ -112,6 +115,30 @@ func (f *fetcher) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, 
 		return f.src.Encoded(ctx, i, scratch)
 	}
 	return fe.data, nil
+}
+
+// drop gives back what was asked ahead for sample i that its worker will
+// not take: it was served without its bytes (kept since it was asked, or
+// its file is gone). A slot is freed only where a sample is taken or
+// dropped: one never taken would hold the window, and the dispatcher,
+// for good. A nil fetcher has nothing to give back.
+func (f *fetcher) drop(i int) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	queue := f.pending[i]
+	if len(queue) == 0 {
+		f.mu.Unlock()
+		return
+	}
+	if len(queue) == 1 {
+		delete(f.pending, i)
+	} else {
+		f.pending[i] = queue[1:]
+	}
+	f.mu.Unlock()
+	<-f.slots // its bytes, once read, are garbage
 }
 
 // close stops fetching once what was asked is done.

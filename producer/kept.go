@@ -38,6 +38,18 @@ func (k *kept) get(i int, version string, dst []byte) bool {
 	return true
 }
 
+// has says whether sample i is kept, from whatever version: its bytes
+// are not read ahead (one whose file changed since is read when made).
+// A nil kept (no --keep) has none.
+func (k *kept) has(i int) bool {
+	if k == nil {
+		return false
+	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return i < len(k.samples) && k.samples[i] != nil
+}
+
 // keep keeps a copy of sample i's made bytes (from version) if there is
 // room; a copy of an older version is replaced.
 func (k *kept) keep(i int, version string, made []byte) {

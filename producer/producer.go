@@ -15,6 +15,7 @@ import (
 	"github.com/tsock/tsock/producer/pipeline"
 	"github.com/tsock/tsock/producer/skipbudget"
 	"github.com/tsock/tsock/producer/source"
+	"github.com/tsock/tsock/producer/source/remote"
 )
 
 // Config is what the producer makes.
@@ -127,6 +128,7 @@ func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator) (*Produc
 		leftOut = sk.LeftOut()
 	}
 	p.stats.rescan = cfg.Rescan
+	_, p.stats.vanish = source.As[source.Vanisher](cfg.Source)
 	p.stats.budget = func(skipped int) error { return cfg.MaxSkipped.Check(leftOut+skipped, leftOut+cfg.Source.Len()) }
 	if err := p.stats.budget(0); err != nil {
 		return nil, fmt.Errorf("%s: left out when it was opened: %w", cfg.Source.Describe(), err)
@@ -176,7 +178,7 @@ func (p *Producer) Run(ctx context.Context) error {
 		defer sh.Schedule(nil, nil)
 	}
 	if p.cfg.Fetch > 0 {
-		p.fetch = newFetcher(ctx, p.cfg.Source, p.cfg.Fetch)
+		p.fetch = newFetcher(ctx, p.cfg.Source, p.cfg.Fetch, p.kept.has)
 		defer func() { p.fetch.close(); p.fetch = nil }()
 	}
 	tasks := make(chan *task)
@@ -296,7 +298,48 @@ func (p *Producer) dispatch(ctx context.Context, pool chan []byte, tasks chan<- 
 		if err := p.stats.waitEpoch(ctx); err != nil {
 			return err
 		}
+		if err := p.settleMissing(ctx); err != nil {
+			return err
+		}
 	}
+}
+
+// settleMissing rules on the samples whose keys were missing this epoch,
+// once it is made, from a listing of the dataset: while it is still
+// there each is its sample's loss (skipped, counted); a dataset gone
+// (the bucket deleted) or going (more of its keys gone than
+// --max-skipped allows, or than half where it allows any number: every
+// key deleted, then the bucket, as `aws s3 rb --force` does) fails the
+// run with the store's state, and none of them is counted against the
+// data.
+func (p *Producer) settleMissing(ctx context.Context) error {
+	if !p.stats.anyMissing() {
+		return nil
+	}
+	if v, ok := source.As[source.Vanisher](p.cfg.Source); ok {
+		left, of, err := v.Left(ctx)
+		if err != nil {
+			return err
+		}
+		if vanishing(left, of, p.cfg.Source.Len(), p.cfg.MaxSkipped) {
+			return fmt.Errorf("%s: %w: the dataset is vanishing: %d of its %d keys are left", p.cfg.Source.Describe(), remote.ErrUnavailable, left, of)
+		}
+	}
+	return p.stats.settleMissing()
+}
+
+// vanishing says whether a dataset of samples, of whose keys left of of
+// are listed, has lost more than budget allows to skip (half of it
+// where budget allows any number).
+func vanishing(left, of, samples int, budget skipbudget.Budget) bool {
+	if of <= 0 || left <= 0 {
+		return true
+	}
+	allowed := budget.Allowed(samples)
+	if allowed < 0 {
+		allowed = samples / 2
+	}
+	return int64(samples)*int64(of-left)/int64(of) > int64(allowed)
 }
 
 // rescan lists the source again before epoch is ordered, so that the

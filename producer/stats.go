@@ -23,6 +23,13 @@ type Stats struct {
 	epochLen  int // samples in its order
 	epochDone int // samples of it made or skipped
 	bad       map[int]badSample
+	// missing: samples whose keys were not found this epoch, in a source
+	// whose dataset can vanish (source.Vanisher): out of the epoch, but
+	// counted as skipped only once a listing at the epoch's end shows
+	// the dataset is still there (settleMissing); a dataset deleted key
+	// by key fails the run and counts none of them.
+	missing map[int]badSample
+	vanish  bool // the source is a Vanisher
 	// removed: samples whose files left a rescanned folder (--rescan):
 	// out of the dataset, not skipped, not counted against the budget.
 	removed map[int]bool
@@ -47,7 +54,7 @@ func (s *Stats) added(n, epoch int) {
 
 func newStats() *Stats {
 	return &Stats{
-		changed: make(chan struct{}), bad: map[int]badSample{}, removed: map[int]bool{}, started: time.Now(),
+		changed: make(chan struct{}), bad: map[int]badSample{}, missing: map[int]badSample{}, removed: map[int]bool{}, started: time.Now(),
 	}
 }
 
@@ -58,6 +65,7 @@ type StatsSnapshot struct {
 	EpochDone   int      // samples of it made or skipped
 	Decoded     uint64   // samples made, all epochs
 	Skipped     int      // distinct samples that failed
+	Missing     int      // samples whose keys were missing this epoch, not yet counted (settleMissing)
 	Removed     int      // samples whose files left a rescanned folder
 	RecentSkips []string // the last few, "path: reason"
 	Failure     string   // why the pipeline stopped, if it did
@@ -74,7 +82,7 @@ func (s *Stats) Snapshot() StatsSnapshot {
 	defer s.mu.Unlock()
 	snap := StatsSnapshot{
 		Epoch: s.epoch, EpochLen: s.epochLen, EpochDone: s.epochDone,
-		Decoded: s.decoded, Skipped: len(s.bad), Removed: len(s.removed), RecentSkips: append([]string(nil), s.recent...),
+		Decoded: s.decoded, Skipped: len(s.bad), Missing: len(s.missing), Removed: len(s.removed), RecentSkips: append([]string(nil), s.recent...),
 		Added: s.addedAll, LastAdded: s.lastAdded, LastAddedEpoch: s.lastAddedEpoch, LastAddedAt: s.lastAddedAt,
 		Elapsed: time.Since(s.started),
 	}
@@ -97,7 +105,8 @@ func (s *Stats) excluded(i int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, bad := s.bad[i]
-	return bad || s.removed[i]
+	_, missing := s.missing[i]
+	return bad || missing || s.removed[i]
 }
 
 // setRemoved records the samples a rescan no longer found (and only
@@ -144,24 +153,57 @@ func (s *Stats) verdict(index int, version string, name func(int) string, err er
 		// A file removed from a rescanned folder: it leaves the dataset
 		// (the next listing confirms it), it is not data lost.
 		s.removed[index] = true
+	case s.vanish && errors.Is(err, remote.ErrNotFound):
+		// A key missing: the sample's loss, or the first sign of a
+		// dataset being deleted key by key; the epoch's end says which.
+		s.missing[index] = badSample{reason: fmt.Sprintf("%s: %v", name(index), err), version: version}
 	case !seen:
-		reason := fmt.Sprintf("%s: %v", name(index), err)
-		s.bad[index] = badSample{reason: reason, version: version}
-		s.recent = append(s.recent, reason)
-		if len(s.recent) > recentSkips {
-			s.recent = s.recent[1:]
-		}
-		if s.budget != nil {
-			if over = s.budget(len(s.bad)); over != nil {
-				over = fmt.Errorf("%w; the last: %s", over, reason)
-			}
-		}
+		over = s.skip(index, badSample{reason: fmt.Sprintf("%s: %v", name(index), err), version: version})
 	}
 	if s.epochDone == s.epochLen {
 		close(s.changed)
 		s.changed = make(chan struct{})
 	}
 	return over
+}
+
+// skip counts sample index as skipped for b; it returns an error
+// wrapping skipbudget.ErrExceeded when this skip is one past the budget.
+// The caller holds s.mu.
+func (s *Stats) skip(index int, b badSample) (over error) {
+	s.bad[index] = b
+	s.recent = append(s.recent, b.reason)
+	if len(s.recent) > recentSkips {
+		s.recent = s.recent[1:]
+	}
+	if s.budget != nil {
+		if over = s.budget(len(s.bad)); over != nil {
+			over = fmt.Errorf("%w; the last: %s", over, b.reason)
+		}
+	}
+	return over
+}
+
+// settleMissing counts the samples whose keys were missing as skipped,
+// the dataset being still there; it returns the budget's error where
+// they are over it.
+func (s *Stats) settleMissing() (over error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, b := range s.missing {
+		if err := s.skip(i, b); err != nil && over == nil {
+			over = err
+		}
+	}
+	clear(s.missing)
+	return over
+}
+
+// anyMissing says whether keys were missing this epoch.
+func (s *Stats) anyMissing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.missing) > 0
 }
 
 // retryChanged forgets the skips of samples whose version changed since

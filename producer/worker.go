@@ -35,11 +35,13 @@ func (w *worker) make(ctx context.Context, t *task) error {
 	if w.versions != nil {
 		var err error
 		if t.version, err = w.versions.Version(t.index); err != nil {
+			w.p.fetch.drop(t.index)
 			return err // gone: skipped and counted, never served from a copy
 		}
 	}
 	k := w.p.kept
 	if k != nil && k.get(t.index, t.version, t.buf) {
+		w.p.fetch.drop(t.index) // asked ahead before its first making was kept
 		return nil
 	}
 	if err := w.decode(ctx, t); err != nil {

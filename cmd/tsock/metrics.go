@@ -166,15 +166,21 @@ var metricsLimits = struct {
 	headerBytes               int
 }{conns: 256, header: time.Second, read: 2 * time.Second, write: 5 * time.Second, idle: 10 * time.Second, headerBytes: 8 << 10}
 
-// limitListener holds at most cap(slots) connections at once; one past
-// that is answered 503 and closed (refuse), never queued.
+// limitListener holds at most cap(slots) connections at once. One past
+// that takes the slot of the longest-idle keep-alive, which is closed (a
+// client holding idle keep-alives must not starve new scrapers: an idle
+// connection costs its client nothing to open again); with none idle, it
+// is answered 503 and closed (refuse), never queued.
 type limitListener struct {
 	net.Listener
-	slots    chan struct{}
-	refusing chan struct{}  // refusals under way (each reads its request: see refuse)
-	wg       sync.WaitGroup // the refusals' goroutines: run waits for them
-	peak     atomic.Int64   // the most held at once, for tests
-	refused  atomic.Int64   // connections answered 503 for want of a slot
+	idleMu     sync.Mutex
+	idle       map[*limitedConn]time.Time // keep-alives between requests, since when (ConnState)
+	closedIdle atomic.Int64               // idle keep-alives closed to make room
+	slots      chan struct{}
+	refusing   chan struct{}  // refusals under way (each reads its request: see refuse)
+	wg         sync.WaitGroup // the refusals' goroutines: run waits for them
+	peak       atomic.Int64   // the most held at once, for tests
+	refused    atomic.Int64   // connections answered 503 for want of a slot
 }
 
 // maxRefusing bounds the refusals under way; one past it is closed
@@ -182,7 +188,7 @@ type limitListener struct {
 const maxRefusing = 512
 
 func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n), refusing: make(chan struct{}, maxRefusing)}
+	return &limitListener{Listener: l, slots: make(chan struct{}, n), refusing: make(chan struct{}, maxRefusing), idle: map[*limitedConn]time.Time{}}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -195,9 +201,52 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		case l.slots <- struct{}{}:
 			return l.held(c), nil
 		default:
-			l.refuse(c)
+		}
+		if l.closeIdle() {
+			select {
+			case l.slots <- struct{}{}: // the closed one's slot
+				return l.held(c), nil
+			default:
+			}
+		}
+		l.refuse(c)
+	}
+}
+
+// state follows each held connection's state (http.Server.ConnState):
+// which are idle keep-alives, since when.
+func (l *limitListener) state(c net.Conn, st http.ConnState) {
+	lc, ok := c.(*limitedConn)
+	if !ok {
+		return
+	}
+	l.idleMu.Lock()
+	defer l.idleMu.Unlock()
+	if st == http.StateIdle {
+		l.idle[lc] = time.Now()
+	} else {
+		delete(l.idle, lc)
+	}
+}
+
+// closeIdle closes the longest-idle keep-alive, giving back its slot;
+// false where none is idle.
+func (l *limitListener) closeIdle() bool {
+	l.idleMu.Lock()
+	var oldest *limitedConn
+	for c, since := range l.idle {
+		if oldest == nil || since.Before(l.idle[oldest]) {
+			oldest = c
 		}
 	}
+	delete(l.idle, oldest)
+	l.idleMu.Unlock()
+	if oldest == nil {
+		return false
+	}
+	l.closedIdle.Add(1)
+	oldest.Close()
+	return true
 }
 
 // busy is the answer to a connection past the cap.
@@ -309,8 +358,9 @@ func newMetricsServer(addr string, metrics http.Handler, statusJSON func() ([]by
 	}
 	mux.Handle("GET /metrics", metrics)
 	mux.Handle("GET /status.json", serve("application/json", statusJSON))
-	return &metricsServer{listener: newLimitListener(inner, metricsLimits.conns), server: &http.Server{
-		Handler: mux, ReadHeaderTimeout: metricsLimits.header, ReadTimeout: metricsLimits.read,
+	listener := newLimitListener(inner, metricsLimits.conns)
+	return &metricsServer{listener: listener, server: &http.Server{
+		Handler: mux, ConnState: listener.state, ReadHeaderTimeout: metricsLimits.header, ReadTimeout: metricsLimits.read,
 		WriteTimeout: metricsLimits.write, IdleTimeout: metricsLimits.idle, MaxHeaderBytes: metricsLimits.headerBytes,
 		ErrorLog: log.New(io.Discard, "", 0), // a client's bad request is its own business, not the log's
 	}}, nil

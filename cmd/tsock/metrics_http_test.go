@@ -158,6 +158,21 @@ func TestMetricsListenerIsBounded(t *testing.T) {
 	}
 }
 
+// serveMetrics runs a metrics server of okHandler on loopback until the
+// test's end; ctx ends with it.
+func serveMetrics(t *testing.T) (*metricsServer, context.Context) {
+	t.Helper()
+	m, err := newMetricsServer("127.0.0.1:0", okHandler, func() ([]byte, error) { return []byte("{}"), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { m.run(ctx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	return m, ctx
+}
+
 // okHandler answers "ok".
 var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 
@@ -168,14 +183,7 @@ var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { 
 // within 2 s. (Before: 16 of 500 answered, 484 timed out; the first 7 of
 // 20 scrapes timed out at 5 s.)
 func TestScrapesAreAnsweredWhileAttacked(t *testing.T) {
-	m, err := newMetricsServer("127.0.0.1:0", okHandler, func() ([]byte, error) { return []byte("{}"), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { m.run(ctx); close(stopped) }()
-	defer func() { cancel(); <-stopped }()
+	m, ctx := serveMetrics(t)
 	url := "http://" + m.listener.Addr().String() + "/metrics"
 	client := func() *http.Client {
 		return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -242,5 +250,67 @@ func TestScrapesAreAnsweredWhileAttacked(t *testing.T) {
 			t.Fatalf("scrape %d during a slowloris of 100: %v, %v", k, resp, err)
 		}
 		resp.Body.Close()
+	}
+}
+
+// TestIdleKeepAlivesGiveWayToScrapes: clients that hold idle keep-alives
+// in every slot of the cap (one request each, then nothing) do not shut
+// out new scrapers: each new connection takes the slot of the
+// longest-idle keep-alive, which is closed, and is served at once; a
+// slot held by a request under way is never taken. (Before: every new
+// scrape answered 503 until the idle timeout.)
+func TestIdleKeepAlivesGiveWayToScrapes(t *testing.T) {
+	old := metricsLimits
+	t.Cleanup(func() { metricsLimits = old })
+	metricsLimits.conns, metricsLimits.idle = 4, time.Minute // only the cap, not a timeout, closes them here
+	metricsLimits.header, metricsLimits.read = time.Minute, time.Minute
+	m, _ := serveMetrics(t)
+	addr := m.listener.Addr().String()
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a keep-alive's request: %v, %v", resp, err)
+		}
+		io.Copy(io.Discard, resp.Body) // the connection stays open, idle
+	}
+	// The fourth slot: a request whose headers are under way.
+	busy, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	fmt.Fprintf(busy, "GET /metrics HTTP/1.1\r\nX-Slow: ")
+	waittest.Until(t, "the keep-alives and the request under way take every slot", func() bool {
+		m.listener.idleMu.Lock()
+		defer m.listener.idleMu.Unlock()
+		return len(m.listener.slots) == 4 && len(m.listener.idle) == 3
+	})
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for k := range 5 {
+		resp, err := client.Get("http://" + addr + "/metrics")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("scrape %d with every slot held by idle keep-alives: %v, %v", k, resp, err)
+		}
+		resp.Body.Close()
+	}
+	// Each scrape closes its own connection: the first took an idle
+	// keep-alive's slot, the next the slot it left.
+	if n := m.listener.closedIdle.Load(); n != 1 {
+		t.Fatalf("%d idle keep-alives closed to make room, want 1", n)
+	}
+	// The request under way kept its slot: it is answered once it ends.
+	fmt.Fprintf(busy, "1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(busy), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the request under way: %v, %v", resp, err)
+	}
+	if peak := m.listener.peak.Load(); peak > 4 {
+		t.Fatalf("%d connections held at once, the cap is 4", peak)
 	}
 }

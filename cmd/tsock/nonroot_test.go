@@ -32,20 +32,8 @@ func TestWithoutRoot(t *testing.T) {
 		t.Fatal("fusermount3 (Debian's fuse3, scripts/setup.sh installs it): ", err)
 	}
 	setDevFuse(t, 0o600)
-	base := t.TempDir()
-	reachable(t, base)
+	base := nobodysDirs(t, "mnt", "out1", "out2")
 	mnt, out1, out2 := filepath.Join(base, "mnt"), filepath.Join(base, "out1"), filepath.Join(base, "out2")
-	for _, d := range []string{mnt, out1, out2} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(d, nobody, nobody); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	bin, self := copyExecutable(t, tsockBinary(t), base), copyExecutable(t, os.Args[0], base)
 
 	refused := exec.Command(bin, "mount", mnt, "--source", "synthetic:40")
@@ -153,6 +141,26 @@ func TestWithoutRoot(t *testing.T) {
 	}
 }
 
+// nobodysDirs is a new directory every user reaches, holding dirs owned
+// by user nobody.
+func nobodysDirs(t *testing.T, dirs ...string) string {
+	t.Helper()
+	base := t.TempDir()
+	reachable(t, base)
+	for _, d := range dirs {
+		if err := os.Mkdir(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(filepath.Join(base, d), nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return base
+}
+
 // setDevFuse sets /dev/fuse's mode for the test (0666: openable by every
 // user, as an administrator makes it for users without root) and
 // restores the mode it had at the end.
@@ -185,4 +193,56 @@ func copyExecutable(t *testing.T, path, dir string) string {
 		t.Fatal(err)
 	}
 	return to
+}
+
+// TestWithoutRootAFailedSpliceFallsBackOnce: a user's daemon whose pipes
+// can no longer be grown to hold a reply (pipe-max-size lowered under it
+// to one page, as an administrator may) copies its replies instead: the
+// consumer reads the exact epoch, the daemon says so once on its log
+// (not a line per reply, as go-fuse would), and status counts only what
+// was spliced and says why splicing is off.
+func TestWithoutRootAFailedSpliceFallsBackOnce(t *testing.T) {
+	fusetest.Need(t)
+	setDevFuse(t, 0o666)
+	was, err := os.ReadFile("/proc/sys/fs/pipe-max-size")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile("/proc/sys/fs/pipe-max-size", was, 0o644); err != nil {
+			t.Errorf("restore pipe-max-size %s: %v", was, err)
+		}
+	})
+	base := nobodysDirs(t, "mnt", "out")
+	mnt, out := filepath.Join(base, "mnt"), filepath.Join(base, "out")
+	bin := copyExecutable(t, tsockBinary(t), base)
+	cmd := exec.Command(bin, "mount", mnt, "--source", "synthetic:40", "--batch-size", "8", "--image-size", "64", "--epochs", "1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
+	d := runDaemon(t, mnt, cmd)
+	// Mounted with 1 MiB pipes allowed (replies of 128 KiB spliced); no
+	// reply yet, so no pipe grown: every one now fails to grow.
+	if err := os.WriteFile("/proc/sys/fs/pipe-max-size", []byte("4096\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := "mkdir mnt/consumers/c && for i in 0 1 2 3 4; do cp mnt/consumers/c/00000$i.safetensors out/; done && cat mnt/status"
+	status, ok := asUser(t, nobody, base, script)
+	if !ok {
+		t.Fatalf("reading as uid %d: %s\nthe daemon: %s", nobody, status, d.stderr)
+	}
+	src, err := source.Open(context.Background(), "synthetic:40", source.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches, _ := readCopies(t, out)
+	if err := (producertest.Stream{Good: producertest.All(40), Label: src.Label, BatchSize: 8, Epochs: 1}).Check(batches); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(\S+ \S+) served so far, (\S+ \S+) of it spliced, splicing off since [0-9:]+: ([^)]*): replies copied`).FindStringSubmatch(status)
+	if m == nil || m[1] == m[2] || !strings.Contains(m[3], "splice") {
+		t.Fatalf("status as uid %d does not say splicing is off, or counts every byte served as spliced:\n%s", nobody, status)
+	}
+	if n := len(regexp.MustCompile(`(?m)^.*splic.*$`).FindAllString(d.stderr.String(), -1)); n != 1 {
+		t.Fatalf("the daemon's log speaks of splicing in %d lines, want one:\n%s", n, d.stderr)
+	}
 }

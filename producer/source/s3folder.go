@@ -215,6 +215,19 @@ func (f *S3Folder) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte,
 	return data, err
 }
 
+// Left implements Vanisher: the sample keys a listing of the prefix
+// shows now, of the samples listed at open.
+func (f *S3Folder) Left(ctx context.Context) (left, of int, err error) {
+	var listed atomic.Int64
+	err = f.store.Walk(ctx, f.bucket, f.prefix, &listed, func() { left = 0 }, func(key string, size int64) {
+		class, _, ok := strings.Cut(strings.TrimPrefix(key, f.prefix), "/")
+		if _, image := imageName(f.prefix+class+"/", key, size); ok && validClass(class) && image {
+			left++
+		}
+	})
+	return left, f.Len(), err
+}
+
 // Store is the object store the images are in.
 func (f *S3Folder) Store() *remote.Store { return f.store }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/batchfile"
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
 	"github.com/tsock/tsock/producer/source/remote"
@@ -207,5 +208,54 @@ func TestTheFetcherLeavesWholeShardsToTheSource(t *testing.T) {
 	whole, _ := src.(*source.Shards).WholeReads()
 	if int64(len(gets)) != whole {
 		t.Fatalf("%d GETs, %d of them whole shards: the rest read samples alone:\n%s", len(gets), whole, strings.Join(gets, "\n"))
+	}
+}
+
+// TestABucketDeletedKeyByKeyMarksNothing: as `aws s3 rb --force` does
+// over a large bucket, the keys go first, one after the other, while the
+// producer reads on: it meets missing keys while a listing still shows
+// others, then the bucket goes. The run fails with the store's state,
+// and none of the samples whose keys went missing is counted as skipped:
+// a missing key is its sample's loss only once a listing at its epoch's
+// end shows the dataset still there. (Before: 11 samples counted as
+// skipped before the failure.)
+func TestABucketDeletedKeyByKeyMarksNothing(t *testing.T) {
+	server := s3test.Start(t, "data")
+	uploadFolder(t, server, "data", "train/", producertest.Folder(t, 40, 2))
+	src, err := source.Open(context.Background(), "s3://data/train/", source.Options{S3: s3Config(server.Endpoint)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := producertest.StartProducer(t, producertest.Config(src, 4, 2, 1), time.Minute)
+	last := filepath.Join(server.Root, "data", "train", "class001", "img000039.jpg")
+	_, readErr := r.Read(t, func(j uint64, _ *batchfile.Batch) {
+		switch j {
+		case 0: // every key but one deleted
+			err := filepath.WalkDir(filepath.Join(server.Root, "data", "train"), func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() || p == last {
+					return err
+				}
+				return os.Remove(p)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		case 3: // the producer has met missing keys; then the last one and the bucket go
+			waittest.Until(t, "the producer meets missing keys", func() bool {
+				st := r.P.Stats().Snapshot()
+				return st.Missing+st.Skipped > 0
+			})
+			if err := os.Rename(filepath.Join(server.Root, "data"), filepath.Join(server.Root, "deleted")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	r.Cancel()
+	runErr := <-r.Done
+	if !errors.Is(readErr, batchstore.ErrProducerFailed) || !remote.StoreFault(runErr) {
+		t.Fatalf("reading ended in %v, producer %v: want the producer's failure with the store's state (%+v)", readErr, runErr, r.P.Stats().Snapshot())
+	}
+	if n := r.P.Stats().Skipped(); n != 0 {
+		t.Fatalf("%d samples counted as skipped for a bucket deleted key by key (%v)", n, r.P.Stats().Snapshot().RecentSkips)
 	}
 }

@@ -126,11 +126,7 @@ func (f s3Shards) readAt(ctx context.Context, key, etag string, p []byte, off in
 	if errors.Is(err, remote.ErrNotFound) {
 		// A shard deleted is its samples' loss; every key gone from its
 		// folder is the dataset's, and fails the run.
-		dir := ""
-		if i := strings.LastIndexByte(key, '/'); i >= 0 {
-			dir = key[:i+1]
-		}
-		if gone := f.store.Vanished(ctx, f.bucket, dir); gone != nil {
+		if gone := f.store.Vanished(ctx, f.bucket, dir(key)); gone != nil {
 			return gone
 		}
 	}
@@ -138,6 +134,36 @@ func (f s3Shards) readAt(ctx context.Context, key, etag string, p []byte, off in
 		return fmt.Errorf("%w: %w", ErrShardChanged, err)
 	}
 	return err
+}
+
+// dir is the folder of key, "" at the bucket's top.
+func dir(key string) string {
+	if i := strings.LastIndexByte(key, '/'); i >= 0 {
+		return key[:i+1]
+	}
+	return ""
+}
+
+// left counts which of keys a listing of their folders shows now.
+func (f s3Shards) left(ctx context.Context, keys []string) (int, error) {
+	want := map[string]bool{}
+	dirs := map[string]bool{}
+	for _, k := range keys {
+		want[k], dirs[dir(k)] = true, true
+	}
+	left := 0
+	for d := range dirs {
+		found, err := f.store.List(ctx, f.bucket, d)
+		if err != nil {
+			return 0, err
+		}
+		for _, k := range found {
+			if want[k] {
+				left++
+			}
+		}
+	}
+	return left, nil
 }
 
 // String names where the shards are, for status.

@@ -10,7 +10,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -270,69 +269,85 @@ func readIndexFile(path string) ([]byte, error) {
 }
 
 // openIndexFile opens the index file at path and says its size, having
-// checked all readIndexFile checks but the body.
+// checked all readIndexFile checks but the body. Every check is made on
+// what was opened (fstat of the descriptor), never on the path again: a
+// file checked by name and then opened by name could be another's, put
+// there between the two (another user linking and unlinking a crafted
+// index in a shared sticky directory). The directory is opened first
+// and checked the same way, and the file opened in it without following
+// a link.
 func openIndexFile(path string) (*os.File, int64, error) {
-	if err := trustedIndex(path); err != nil {
-		return nil, 0, err
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_NOFOLLOW, 0)
+	dir := filepath.Dir(path)
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
-	st, err := f.Stat()
-	if err == nil && st.Size() > maxIndexFile {
-		err = fmt.Errorf("index file %s: %d bytes, over the %d-byte limit: %w", path, st.Size(), maxIndexFile, errIndexRefused)
+	defer unix.Close(dfd)
+	var dst unix.Stat_t
+	if err := unix.Fstat(dfd, &dst); err != nil {
+		return nil, 0, &os.PathError{Op: "stat", Path: dir, Err: err}
+	}
+	if why := untrusted(&dst, true); why != "" {
+		return nil, 0, fmt.Errorf("index file %s: not trusted: its directory %s %s: %w", path, dir, why, errIndexRefused)
+	}
+	fd, err := unix.Openat(dfd, filepath.Base(path), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, 0, fmt.Errorf("index file %s: not a regular file (a link): %w", path, errIndexRefused)
+	case err != nil:
+		return nil, 0, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, 0, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = fmt.Errorf("index file %s: not a regular file (%s): %w", path, fileType(st.Mode), errIndexRefused)
+	} else if why := untrusted(&st, false); why != "" {
+		err = fmt.Errorf("index file %s: not trusted: %s: %w", path, why, errIndexRefused)
+	} else if st.Size > maxIndexFile {
+		err = fmt.Errorf("index file %s: %d bytes, over the %d-byte limit: %w", path, st.Size, maxIndexFile, errIndexRefused)
 	}
 	head := make([]byte, len(indexFamily))
-	if n, _ := f.ReadAt(head, 0); err == nil && string(head[:n]) != indexFamily {
-		err = fmt.Errorf("index file %s: not a tsock shard index: %w", path, errIndexRefused)
+	if err == nil {
+		if n, _ := f.ReadAt(head, 0); string(head[:n]) != indexFamily {
+			err = fmt.Errorf("index file %s: not a tsock shard index: %w", path, errIndexRefused)
+		}
 	}
 	if err != nil {
 		f.Close()
 		return nil, 0, err
 	}
-	return f, st.Size(), nil
+	return f, st.Size, nil
 }
 
-// trustedIndex says why the file at path may not be trusted, or nil (a
-// path with nothing there is nil too: a new file is written).
-func trustedIndex(path string) error {
-	st, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+// fileType names a file's type from its mode, for messages.
+func fileType(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return "a device"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFLNK:
+		return "a link"
 	}
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("index file %s: not a regular file (%s): %w", path, st.Mode().Type(), errIndexRefused)
-	}
-	if why := untrusted(st, false); why != "" {
-		return fmt.Errorf("index file %s: not trusted: %s: %w", path, why, errIndexRefused)
-	}
-	dir := filepath.Dir(path)
-	dst, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if why := untrusted(dst, true); why != "" {
-		return fmt.Errorf("index file %s: not trusted: its directory %s %s: %w", path, dir, why, errIndexRefused)
-	}
-	return nil
+	return "not a plain file"
 }
 
 // untrusted says why st (a directory if dir) could have been written by
 // another user than this process's or root, "" if it could not.
-func untrusted(st os.FileInfo, dir bool) string {
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
-		return "its owner is unknown"
+func untrusted(st *unix.Stat_t, dir bool) string {
+	if me := uint32(os.Geteuid()); st.Uid != me && st.Uid != 0 {
+		return fmt.Sprintf("is owned by uid %d, not by this user (uid %d) or root", st.Uid, me)
 	}
-	if me := uint32(os.Geteuid()); sys.Uid != me && sys.Uid != 0 {
-		return fmt.Sprintf("is owned by uid %d, not by this user (uid %d) or root", sys.Uid, me)
-	}
-	if st.Mode().Perm()&0o022 != 0 && !(dir && st.Mode()&os.ModeSticky != 0) {
-		return fmt.Sprintf("is writable by others (mode %#o)", st.Mode().Perm())
+	if st.Mode&0o022 != 0 && !(dir && st.Mode&unix.S_ISVTX != 0) {
+		return fmt.Sprintf("is writable by others (mode %#o)", st.Mode&0o777)
 	}
 	return ""
 }

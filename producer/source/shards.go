@@ -396,6 +396,12 @@ func remoteSummary(where string, store *remote.Store) string {
 	if n := st.Throttled.Load(); n > 0 {
 		line += fmt.Sprintf(", %d throttled (SlowDown: paced)", n)
 	}
+	if n := st.WholeForRange.Load(); n > 0 {
+		line += fmt.Sprintf(", %d ranges answered with the whole object (the range cut out of it; %s around them read and dropped)", n, humanize.IBytes(uint64(st.Discarded.Load())))
+	}
+	if n := st.Slow.Load(); n > 0 {
+		line += fmt.Sprintf(", %d cut under the rate floor (%s) and gone on from the byte reached", n, store.Floor())
+	}
 	if gap := store.Gap(); gap > 0 {
 		line += fmt.Sprintf(", paced now to a request every %s", gap.Round(time.Millisecond))
 	}
@@ -404,8 +410,24 @@ func remoteSummary(where string, store *remote.Store) string {
 		left := max(store.RetryFor()-waited, 0)
 		line += fmt.Sprintf("; waiting out the store's faults: %d requests, for %s of --s3-retry-for %s, %s left (last: %s)",
 			n, waited.Round(time.Second), store.RetryFor(), left.Round(time.Second), last)
+		if w := store.Probing(); w > 0 {
+			line += fmt.Sprintf("; retry quota spent: one request probes the store, %d wait for it", w)
+		}
 	}
 	return line
+}
+
+// Left implements Vanisher: for shards in a bucket, the shards a
+// listing shows now, of those indexed; on a disk, all of them.
+func (s *Shards) Left(ctx context.Context) (left, of int, err error) {
+	v, ok := s.files.(interface {
+		left(ctx context.Context, keys []string) (int, error)
+	})
+	if !ok {
+		return len(s.paths), len(s.paths), nil
+	}
+	left, err = v.left(ctx, s.paths)
+	return left, len(s.paths), err
 }
 
 // Skipped lists what indexing left out, "shard: key: why".

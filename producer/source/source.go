@@ -88,6 +88,15 @@ type Skipper interface {
 	LeftOut() int
 }
 
+// Vanisher is a source whose dataset can vanish as a whole (keys in a
+// bucket, deleted key by key): a key found missing is its sample's loss
+// only while the dataset is still there. Left lists the dataset now: how
+// many of its keys are left, of those it had when opened; an error is
+// the store's state (the bucket gone).
+type Vanisher interface {
+	Left(ctx context.Context) (left, of int, err error)
+}
+
 // As is the capability T of src, or of the source under its cache:
 // what only some kinds of source do (Rescanner, Remote, Skipper).
 func As[T any](src Source) (T, bool) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -124,6 +125,18 @@ func (s *Store) Waiting() (requests int, since time.Time, last string) {
 	return s.faults.n, s.faults.since, s.faults.last
 }
 
+// Probing is how many requests wait while one probes a store that spent
+// the retry quota (0: the quota is not spent).
+func (s *Store) Probing() int { return s.quota.spent() }
+
+// Floor says the rate floor, for status.
+func (s *Store) Floor() string {
+	if s.cfg.SlowRate <= 0 || s.cfg.SlowFor <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d bytes a second over %s", s.cfg.SlowRate, s.cfg.SlowFor)
+}
+
 // RetryFor is the budget a request has to wait out faults.
 func (s *Store) RetryFor() time.Duration { return s.cfg.RetryFor }
 
@@ -135,6 +148,8 @@ func faultName(err error) string {
 		return fmt.Sprintf("%d %s", resp.StatusCode, resp.Code)
 	case errors.Is(err, errSilent):
 		return "no byte for the timeout"
+	case errors.Is(err, errSlow):
+		return "a body under the rate floor"
 	}
 	return "no answer (connection refused, reset or cut)"
 }
@@ -154,10 +169,13 @@ func (s *Store) do(ctx context.Context, what string, op func(ctx context.Context
 // failure of the store's.
 func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Context) error) error {
 	var failing time.Time // when this request's faults began; zero before any
+	var last error        // its last fault
+	probe := false        // it probes the store for the spent retry quota
 	defer func() {
 		if !failing.IsZero() {
 			s.faults.end()
 		}
+		s.quota.done(probe)
 	}()
 	var wait time.Duration
 	for k := 0; ; k++ {
@@ -165,6 +183,24 @@ func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Cont
 			s.Stats.Retries.Add(1)
 			if err := sleep(ctx, wait); err != nil {
 				return fmt.Errorf("%s: %w", what, err)
+			}
+			if send, err := s.quota.retry(ctx, failing.Add(s.cfg.RetryFor), &probe); err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			} else if !send {
+				s.Stats.Failures.Add(1)
+				return fmt.Errorf("%s: %w: %s for %s (--s3-retry-for; its retries waited for another request to find the store back): %w", what, ErrUnavailable, why(last), s.cfg.RetryFor, last)
+			}
+		} else if fault := s.quota.failing(); fault != nil {
+			// The store refuses what is sent now: a new request waits for
+			// the probe too, its budget running from now.
+			failing, last = time.Now(), fault
+			s.faults.begin()
+			s.faults.note(fault)
+			if send, err := s.quota.retry(ctx, failing.Add(s.cfg.RetryFor), &probe); err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			} else if !send {
+				s.Stats.Failures.Add(1)
+				return fmt.Errorf("%s: %w: %s for %s (--s3-retry-for; it waited for another request to find the store back): %w", what, ErrUnavailable, why(last), s.cfg.RetryFor, last)
 			}
 		}
 		if err := s.pace.wait(ctx); err != nil {
@@ -177,6 +213,7 @@ func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Cont
 		case err == nil:
 			s.worked.Store(true)
 			s.pace.ok()
+			s.quota.ok(k > 0)
 			return nil
 		case ctx.Err() != nil:
 			return fmt.Errorf("%s: %w", what, err) // stopped, not failed
@@ -196,6 +233,8 @@ func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Cont
 			s.faults.begin()
 		}
 		s.faults.note(err)
+		s.quota.fault(err)
+		last = err
 		spent := now.Sub(failing)
 		if spent >= s.cfg.RetryFor {
 			s.Stats.Failures.Add(1)
@@ -236,13 +275,50 @@ func sleep(ctx context.Context, d time.Duration) error {
 // errSilent cuts an attempt that received no byte for Config.Timeout.
 var errSilent = errors.New("no byte for the attempt's timeout")
 
-// watched is a body whose silence is bounded: the timer that cancels its
-// request is reset by every byte.
+// errSlow cuts an attempt whose body came slower than the rate floor.
+var errSlow = errors.New("a body slower than the rate floor")
+
+// watched is a body whose silence is bounded, and its rate: the timer
+// that cancels its request is reset by every byte, and the bytes that
+// came are checked against the floor every Config.SlowFor.
 type watched struct {
+	ctx    context.Context
 	body   io.ReadCloser
+	left   int64 // the bytes of the range asked that are left; -1: all the body
 	timer  *time.Timer
 	d      time.Duration
 	cancel context.CancelCauseFunc
+	// The rate floor: got counts the bytes since the last check; floor
+	// is the fewest a check may find; nil rate: no floor.
+	rateMu sync.Mutex // the rate timer's field, set as its first check may run
+	rate   *time.Timer
+	closed bool // no check after Close
+	got    atomic.Int64
+	floor  int64
+	slow   *atomic.Uint64 // Stats.Slow
+}
+
+// watchRate starts the floor's checks once the body begins.
+func (w *watched) watchRate(cfg Config, slow *atomic.Uint64) {
+	if cfg.SlowRate <= 0 || cfg.SlowFor <= 0 {
+		return
+	}
+	w.floor, w.slow = int64(float64(cfg.SlowRate)*cfg.SlowFor.Seconds()), slow
+	check := func() {
+		w.rateMu.Lock()
+		defer w.rateMu.Unlock()
+		switch {
+		case w.closed:
+		case w.got.Swap(0) < w.floor:
+			w.slow.Add(1)
+			w.cancel(errSlow)
+		default:
+			w.rate.Reset(cfg.SlowFor)
+		}
+	}
+	w.rateMu.Lock()
+	defer w.rateMu.Unlock()
+	w.rate = time.AfterFunc(cfg.SlowFor, check)
 }
 
 // open starts a GET of bucket/key (a Range from `from` to `to`, -1: to
@@ -250,7 +326,7 @@ type watched struct {
 // silence, is bounded by Config.Timeout; ctx ends it.
 func (s *Store) open(ctx context.Context, bucket, key, etag string, from, to int64) (*watched, minio.ObjectInfo, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	w := &watched{d: s.cfg.Timeout, cancel: cancel}
+	w := &watched{ctx: ctx, d: s.cfg.Timeout, cancel: cancel, left: -1}
 	w.timer = time.AfterFunc(w.d, func() { cancel(errSilent) })
 	opts := minio.GetObjectOptions{}
 	var err error
@@ -270,7 +346,7 @@ func (s *Store) open(ctx context.Context, bucket, key, etag string, from, to int
 			return nil, minio.ObjectInfo{}, err
 		}
 	}
-	body, info, _, err := minio.Core{Client: s.client}.GetObject(ctx, bucket, key, opts)
+	body, info, header, err := minio.Core{Client: s.client}.GetObject(ctx, bucket, key, opts)
 	if err != nil {
 		w.Close()
 		if context.Cause(ctx) == errSilent {
@@ -280,19 +356,49 @@ func (s *Store) open(ctx context.Context, bucket, key, etag string, from, to int
 	}
 	w.body = body
 	w.timer.Reset(w.d)
+	w.watchRate(s.cfg, &s.Stats.Slow)
+	if from > 0 || to >= 0 {
+		if err := s.inRange(w, header.Get("Content-Range"), from, to); err != nil {
+			w.Close()
+			return nil, info, err
+		}
+	}
 	return w, info, nil
 }
 
 func (w *watched) Read(p []byte) (int, error) {
+	if w.left >= 0 {
+		if w.left == 0 {
+			return 0, io.EOF
+		}
+		p = p[:min(int64(len(p)), w.left)]
+	}
 	n, err := w.body.Read(p)
+	if w.left >= 0 {
+		w.left -= int64(n)
+	}
 	if n > 0 {
 		w.timer.Reset(w.d)
+		w.got.Add(int64(n))
+	}
+	if err != nil && err != io.EOF {
+		// Cut by a bound of its own: say which, so that status and the
+		// error name it rather than a bare cancellation.
+		if cause := context.Cause(w.ctx); errors.Is(cause, errSilent) || errors.Is(cause, errSlow) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
 	}
 	return n, err
 }
 
 func (w *watched) Close() error {
 	w.timer.Stop()
+	w.rateMu.Lock()
+	w.closed = true
+	if w.rate != nil {
+		w.rate.Stop()
+	}
+	w.rateMu.Unlock()
 	w.cancel(nil)
 	if w.body != nil {
 		return w.body.Close()

@@ -36,11 +36,24 @@ type Config struct {
 	// honoured. After it the read fails with ErrUnavailable, which fails
 	// the run: never a skipped sample.
 	RetryFor time.Duration
+	// SlowRate and SlowFor are the floor under a body's rate: an attempt
+	// whose body brings fewer than SlowRate bytes a second over SlowFor
+	// (a connection that trickles: a byte now and then keeps Timeout's
+	// silence from ever running out) is cut and goes on from the byte
+	// reached on a fresh connection, as curl's --speed-limit and
+	// --speed-time. 0: no floor.
+	SlowRate int64
+	SlowFor  time.Duration
+	// RetryQuota is the store's retry quota (quota.go), in tokens; a
+	// retry costs 5. 0: DefaultRetryQuota.
+	RetryQuota int
 }
 
-// DefaultConfig is what a mount uses unless told otherwise.
+// DefaultConfig is what a mount uses unless told otherwise: a floor of
+// 1 KiB/s over 30 s, far under any link a dataset is read over (a 5 KB/s
+// one reads on undisturbed).
 func DefaultConfig() Config {
-	return Config{Timeout: 30 * time.Second, RetryFor: 2 * time.Minute}
+	return Config{Timeout: 30 * time.Second, RetryFor: 2 * time.Minute, SlowRate: 1 << 10, SlowFor: 30 * time.Second}
 }
 
 // Stats counts requests; safe for concurrent use.
@@ -53,6 +66,15 @@ type Stats struct {
 	// Resumed counts reads that broke off and went on from the byte
 	// reached (a Range from there), not from the start.
 	Resumed atomic.Uint64
+	// WholeForRange counts ranged GETs answered 200 with the whole
+	// object (a server or gateway that ignores Range): the range was
+	// cut out of the body; Discarded counts the bytes around it.
+	WholeForRange atomic.Uint64
+	Discarded     atomic.Int64
+	// Slow counts attempts cut for a body under the rate floor
+	// (Config.SlowRate over Config.SlowFor), each gone on from the byte
+	// reached on a fresh connection.
+	Slow atomic.Uint64
 }
 
 // Store is one S3-compatible endpoint.
@@ -68,6 +90,7 @@ type Store struct {
 	worked atomic.Bool
 	pace   pacer
 	faults outage
+	quota  *quota
 }
 
 // Dial prepares a client for cfg: credentials from the AWS environment
@@ -118,7 +141,11 @@ func Dial(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("S3 endpoint %s: %w", u.Scheme+"://"+u.Host, err)
 	}
-	return &Store{client: client, creds: creds, cfg: cfg, endpoint: u.Scheme + "://" + u.Host}, nil
+	size := cfg.RetryQuota
+	if size <= 0 {
+		size = DefaultRetryQuota
+	}
+	return &Store{client: client, creds: creds, cfg: cfg, endpoint: u.Scheme + "://" + u.Host, quota: newQuota(size)}, nil
 }
 
 // Endpoint names the server, for status.

@@ -9,7 +9,7 @@ import os
 import tempfile
 import unittest
 
-from tsock import status
+from tsock import starting, status
 
 DOC = {
     "version": 1, "mode": "pipeline", "source": "/data/\x1b[2Jtrain", "classes": 10, "state": "full",
@@ -48,13 +48,21 @@ class StatusViewTest(unittest.TestCase):
     def test_read_refuses_what_is_not_a_mount(self):
         d = tempfile.mkdtemp(prefix="tsock-status-")
         with self.assertRaises(status.StatusError) as e:
-            status.read(d)
+            status.read(d, start_timeout=0)
         self.assertIn("not a tsock mount", str(e.exception))
         with open(os.path.join(d, "status.json"), "w") as f:
             json.dump({"version": 99}, f)
         with self.assertRaises(status.StatusError) as e:
             status.read(d)
         self.assertIn("version 99", str(e.exception))
+        # An empty directory is waited for a moment (a mount may be
+        # about to come), then refused in one line.
+        empty = tempfile.mkdtemp(prefix="tsock-status-")
+        said = []
+        with self.assertRaises(status.StatusError) as e:
+            starting.wait(empty, grace=0.2, say=said.append, error=status.StatusError)
+        self.assertIn("an empty directory, nothing mounted there", str(e.exception))
+        self.assertEqual(len(said), 1, said)
 
 
 if __name__ == "__main__":

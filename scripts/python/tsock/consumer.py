@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Unio
 import numpy as np
 
 from tsock.batchfile import Path, load_batch
-from tsock import status
+from tsock import starting, status
 from tsock.control import leave, read_classes, read_text, state
 from tsock.errors import GONE, TsockError
 
@@ -26,19 +26,25 @@ class Consumer:
     at the end of a with block, when collected, or at interpreter exit.
     timeout: seconds to wait for any one batch before raising TsockError
     (None: no bound; a producer may be slow for good reasons).
+    start_timeout: seconds to wait for a mount that is still starting
+    (listing or indexing its source), saying so on stderr (None: no bound).
     """
 
     def __init__(self, mount: Path, name: Optional[str] = None, batch_size: Optional[int] = None,
                  writable: bool = False, subset: Union[None, str, Sequence[int], np.ndarray] = None,
-                 timeout: Optional[float] = None) -> None:
+                 timeout: Optional[float] = None, start_timeout: Optional[float] = starting.START_TIMEOUT) -> None:
         self.mount = os.fspath(mount)
         # timeout: seconds to wait for one batch before giving up (None:
         # as long as it takes). A producer that died (an outside one,
         # under --ingest) leaves a consumer waiting: this says so instead.
         self.timeout = timeout
+        # A mount still starting (listing or indexing its source) is
+        # waited for, saying so on stderr, for at most start_timeout
+        # seconds (None: as long as it takes).
+        starting.wait(self.mount, start_timeout)
         consumers = os.path.join(self.mount, "consumers")
-        if not os.path.isfile(os.path.join(self.mount, "status")) or not os.path.isdir(consumers):
-            raise TsockError(f"{self.mount}: not a tsock mount (no status file or consumers/): is `tsock mount` running?")
+        if not os.path.isdir(consumers):
+            raise TsockError(f"{self.mount}: a tsock mount without consumers/ (another version's?)")
         self.name = name or f"py-{os.getpid()}-{secrets.token_hex(3)}"
         self.dir = os.path.join(consumers, self.name)
         try:
@@ -121,7 +127,7 @@ class Consumer:
         """This consumer's entry of MOUNTPOINT/status.json: state, epoch,
         epoch_done of epoch_len, lag_batches, open_batches, wait_share, …"""
         try:
-            doc = status.read(self.mount)
+            doc = status.read(self.mount, start_timeout=0)
         except status.StatusError as e:
             raise TsockError(str(e)) from None
         for c in doc["consumers"]:
@@ -139,7 +145,7 @@ class Consumer:
     def _raise_if_failed(self) -> None:
         if state(os.path.join(self.mount, "state")) == "failed":
             try:
-                why = status.read(self.mount)["state_text"]
+                why = status.read(self.mount, start_timeout=0)["state_text"]
             except status.StatusError:
                 why = "failed"
             raise TsockError(f"{self.mount}: the producer {why}") from None
@@ -163,7 +169,7 @@ class Consumer:
                 return
             if time.monotonic() >= deadline:
                 try:
-                    why = status.read(self.mount)["state_text"]
+                    why = status.read(self.mount, start_timeout=0)["state_text"]
                 except status.StatusError as e:
                     why = str(e)
                 raise TsockError(f"consumer {self.name}: no batch in {timeout:g} s (the mount: {why})")

@@ -15,22 +15,29 @@ import os
 import time
 from typing import Any, Dict, List, Optional
 
+from tsock import starting
+from tsock.errors import TsockError
+
 #: The layout of status.json this module reads.
 VERSION = 1
 WIDTH = 80
 
 
-class StatusError(Exception):
+class StatusError(TsockError):
     """The mount's status cannot be read: said in one line."""
 
 
-def read(mount: str | os.PathLike) -> Dict[str, Any]:
+def read(mount: str | os.PathLike, start_timeout: Optional[float] = starting.START_TIMEOUT) -> Dict[str, Any]:
     """MOUNTPOINT/status.json as a dict (see the README for its fields).
 
-    Raises StatusError, in one line, where MOUNTPOINT is not a tsock
-    mount, its daemon is gone, or the mount is another user's.
+    A mount still starting is waited for, saying so on stderr, for at
+    most start_timeout seconds (0: not at all). Raises StatusError, in one
+    line, where MOUNTPOINT is not a tsock mount, its daemon is gone, or
+    the mount is another user's.
     """
     mount = os.fspath(mount)
+    if start_timeout is None or start_timeout > 0:
+        starting.wait(mount, start_timeout, error=StatusError)
     try:
         with open(os.path.join(mount, "status.json"), "rb") as f:
             data = f.read()

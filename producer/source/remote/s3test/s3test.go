@@ -4,6 +4,7 @@
 package s3test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -114,6 +116,9 @@ const (
 	AccessDenied       // 403 AccessDenied, as for revoked or expired credentials
 	NoSuchKey          // 404 NoSuchKey, as for a deleted object
 	Unavailable        // 503 ServiceUnavailable with Retry-After (RetryAfter seconds), as a store that is down
+	IgnoreRange        // the Range header dropped: 200 and the whole object, as a server or gateway that ignores Range
+	ShiftRange         // the Range asked from one byte later: 206 and a range that is not the one asked for
+	Trickle            // the answer's body a byte every 0.3 s, as a connection that never quite stalls
 	faults             // how many there are
 )
 
@@ -210,6 +215,14 @@ func StartProxy(t testing.TB, s *Server, fault func(n int) Fault) *Proxy {
 		case Truncate:
 			rec := &halfWriter{ResponseWriter: w}
 			rp.ServeHTTP(rec, r)
+		case Trickle:
+			rp.ServeHTTP(&slowWriter{ResponseWriter: w, rate: 3}, r)
+		case IgnoreRange, ShiftRange:
+			// The request is signed, Range included: the server answers
+			// it, and its answer is rewritten from the object's file.
+			wrong := httputil.NewSingleHostReverseProxy(target)
+			wrong.ModifyResponse = func(resp *http.Response) error { return s.misrange(resp, r.URL.Path, f == ShiftRange) }
+			wrong.ServeHTTP(w, r)
 		default:
 			if bw := p.Bandwidth.Load(); bw > 0 {
 				w = &slowWriter{ResponseWriter: w, rate: bw}
@@ -232,6 +245,36 @@ func StartProxy(t testing.TB, s *Server, fault func(n int) Fault) *Proxy {
 	t.Cleanup(func() { p.down.Store(true); srv.Close() })
 	p.Endpoint = "http://" + l.Addr().String()
 	return p
+}
+
+// misrange rewrites a 206 to the object at path (/bucket/key): the
+// whole object with 200 (shift false), or the range one byte later than
+// the one answered, said in its Content-Range (shift true).
+func (s *Server) misrange(resp *http.Response, path string, shift bool) error {
+	if resp.StatusCode != http.StatusPartialContent {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(s.Root, filepath.FromSlash(strings.TrimPrefix(path, "/"))))
+	if err != nil {
+		return err
+	}
+	var from, to, total int64
+	if _, err := fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes %d-%d/%d", &from, &to, &total); err != nil {
+		return err
+	}
+	body := data
+	if shift {
+		from, to = from+1, min(to+1, int64(len(data))-1)
+		body = data[from : to+1]
+		resp.Header.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, to, total))
+	} else {
+		resp.StatusCode, resp.Status = http.StatusOK, "200 OK"
+		resp.Header.Del("Content-Range")
+	}
+	resp.Body.Close()
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	resp.Header.Set("Content-Length", fmt.Sprint(len(body)))
+	return nil
 }
 
 // Down closes the proxy's port and its connections: every connection is
@@ -290,6 +333,9 @@ func (s *slowWriter) Write(b []byte) (int, error) {
 		n, err := s.ResponseWriter.Write(chunk)
 		written += n
 		if err != nil {
+			return written, err
+		}
+		if err := http.NewResponseController(s.ResponseWriter).Flush(); err != nil { // on the wire now, as a link sends it
 			return written, err
 		}
 		time.Sleep(time.Duration(int64(n) * int64(time.Second) / s.rate)) // the link's speed, not a wait for an event
