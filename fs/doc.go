@@ -32,7 +32,9 @@
 //     (Store.Hold) without charging or consuming anything.
 //   - A reply from a producer batch is spliced from its file, up to what
 //     a pipe holds (spliceLimit); every other reply is one writev
-//     (bytesReply), never a pipe go-fuse would fill in vain.
+//     (bytesReply), never a pipe go-fuse would fill in vain. The first
+//     failed splice turns splicing off for the mount, said once
+//     (splicedReply, fuseLog); only replies spliced are counted so.
 //   - In GPU mode each batch also has NNNNNN.cuda, rendered by the
 //     producer's format from the leased batches; opening it takes the same
 //     lease as the batch, so release and consumption follow one rule.

@@ -49,6 +49,14 @@
 //   - What tells of the store, not of a sample (remote.StoreFault: a
 //     store that keeps failing, credentials refused, a dataset gone) and
 //     reads cut short by the run stopping never mark a sample bad.
+//   - A key found missing (remote.ErrNotFound, in a source.Vanisher) is
+//     held out of its epoch and ruled on once the epoch is made, from one
+//     listing: its sample's loss while the dataset is there; the store's
+//     state, failing the run and counting none, where the dataset is
+//     gone or going (settleMissing).
+//   - Whatever the fetcher read ahead for a sample is taken by its worker
+//     or given back (fetcher.drop): a sample served from a kept copy, or
+//     gone, never holds the window of reads ahead.
 //   - In GPU mode a batch's data is on its GPU slab before it is
 //     published, and the slab is returned only when the batch is freed.
 //   - A run forever keeps no state per epoch: only the epoch being made

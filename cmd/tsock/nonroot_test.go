@@ -242,6 +242,16 @@ func TestWithoutRootAFailedSpliceFallsBackOnce(t *testing.T) {
 	if m == nil || m[1] == m[2] || !strings.Contains(m[3], "splice") {
 		t.Fatalf("status as uid %d does not say splicing is off, or counts every byte served as spliced:\n%s", nobody, status)
 	}
+	// The daemon's log, once it has exited.
+	if out, ok := asUser(t, nobody, base, "fusermount3 -u mnt"); !ok {
+		t.Fatalf("fusermount3 -u as uid %d: %s", nobody, out)
+	}
+	select {
+	case err := <-d.done:
+		d.done <- err // for Cleanup
+	case <-time.After(30 * time.Second):
+		t.Fatalf("tsock did not exit in 30 s after fusermount3 -u")
+	}
 	if n := len(regexp.MustCompile(`(?m)^.*splic.*$`).FindAllString(d.stderr.String(), -1)); n != 1 {
 		t.Fatalf("the daemon's log speaks of splicing in %d lines, want one:\n%s", n, d.stderr)
 	}

@@ -48,6 +48,9 @@ type remoteSnapshot struct {
 	requests, retries, failures uint64
 	throttled                   uint64 // SlowDown answers: retried and paced
 	resumed                     uint64 // reads that went on from the byte reached
+	slow                        uint64 // attempts cut under the rate floor
+	rangesWhole                 uint64 // ranged GETs answered with the whole object
+	quotaWaiting                int    // requests waiting for the retry quota's probe
 	bytes                       int64
 	rate                        float64 // bytes/s, the last 10 s
 	// waiting requests wait out the store's faults now, for waitedFor
@@ -111,6 +114,7 @@ func (c *mountCommand) snapshot() *mountSnapshot {
 		s.remote = &remoteSnapshot{
 			line: rs.Remote(), endpoint: rs.Store().Endpoint(), requests: st.Requests.Load(), retries: st.Retries.Load(),
 			failures: st.Failures.Load(), throttled: st.Throttled.Load(), resumed: st.Resumed.Load(), bytes: bytes,
+			slow: st.Slow.Load(), rangesWhole: st.WholeForRange.Load(), quotaWaiting: rs.Store().Probing(),
 			rate: c.rate.remoteRate(bytes), retryFor: rs.Store().RetryFor().Seconds(),
 		}
 		if n, since, last := rs.Store().Waiting(); n > 0 {

@@ -80,10 +80,15 @@ type remoteDoc struct {
 	Failures uint64 `json:"failures"`
 	// Throttled: answers that asked to slow down (503 SlowDown, 429),
 	// retried and paced, never failures.
-	Throttled uint64  `json:"throttled"`
-	Resumed   uint64  `json:"resumed"` // reads that went on from the byte reached after a break
-	Bytes     int64   `json:"bytes"`
-	Rate      float64 `json:"bytes_per_second"` // the last 10 s
+	Throttled uint64 `json:"throttled"`
+	Resumed   uint64 `json:"resumed"` // reads that went on from the byte reached after a break
+	// Slow: attempts cut for a body under the rate floor, gone on from
+	// the byte reached; RangesWhole: ranged GETs answered 200 with the
+	// whole object, their range cut out of it.
+	Slow        uint64  `json:"slow"`
+	RangesWhole uint64  `json:"ranges_answered_whole"`
+	Bytes       int64   `json:"bytes"`
+	Rate        float64 `json:"bytes_per_second"` // the last 10 s
 	// Waiting: requests waiting out the store's faults now (the producer
 	// waits on the store, not on consumers), for WaitedFor seconds of
 	// RetryFor (--s3-retry-for); LastFault, the last fault met.
@@ -91,6 +96,9 @@ type remoteDoc struct {
 	WaitedFor float64 `json:"waited_for"`
 	RetryFor  float64 `json:"retry_for"`
 	LastFault string  `json:"last_fault,omitempty"`
+	// QuotaWaiting: requests waiting for the one that probes a store
+	// whose retry quota is spent (0: the quota is not spent).
+	QuotaWaiting int `json:"quota_waiting"`
 }
 
 // shardsDoc is piece reading: the shard memory and disk, the pieces (a
@@ -244,7 +252,8 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 	}
 	if r := s.remote; r != nil {
 		doc.Remote = &remoteDoc{Endpoint: r.endpoint, Requests: r.requests, Retries: r.retries, Failures: r.failures, Throttled: r.throttled,
-			Resumed: r.resumed, Bytes: r.bytes, Rate: r.rate, Waiting: r.waiting, WaitedFor: r.waitedFor, RetryFor: r.retryFor, LastFault: r.lastFault}
+			Resumed: r.resumed, Slow: r.slow, RangesWhole: r.rangesWhole, Bytes: r.bytes, Rate: r.rate, Waiting: r.waiting, WaitedFor: r.waitedFor,
+			RetryFor: r.retryFor, LastFault: r.lastFault, QuotaWaiting: r.quotaWaiting}
 	}
 	return doc
 }

@@ -100,13 +100,23 @@ func (c *statusCommand) Run(ctx context.Context) error {
 	return nil
 }
 
-// draw prints the view once.
+// draw prints the view once; with --watch, a mount still starting is
+// drawn as what it says, and looked at again.
 func (c *statusCommand) draw() error {
 	_, doc, err := readStatus(c.mountpoint)
-	if err != nil {
+	var starting *startingError
+	var view string
+	switch {
+	case c.watch && errors.As(err, &starting):
+		view = clip("tsock "+c.mountpoint+": waiting for it to start", viewWidth) + "\n"
+		for _, line := range strings.Split(starting.text, "\n") {
+			view += clip(line, viewWidth) + "\n"
+		}
+	case err != nil:
 		return err
+	default:
+		view = renderStatus(doc, c.mountpoint, time.Now())
 	}
-	view := renderStatus(doc, c.mountpoint, time.Now())
 	if c.terminal {
 		view = strings.ReplaceAll(view, "\n", "\x1b[K\n") + "\x1b[J"
 	}
@@ -146,12 +156,24 @@ func statusReadError(mountpoint string, err error) error {
 		}
 		if text, serr := os.ReadFile(filepath.Join(mountpoint, "starting")); serr == nil {
 			// The starting mount: the source is being listed or indexed.
-			return fmt.Errorf("%s: tsock is starting, no status.json yet:\n%s", mountpoint, strings.TrimSpace(string(text)))
+			return &startingError{fmt.Sprintf("%s: tsock is starting, no status.json yet:\n%s", mountpoint, strings.TrimSpace(string(text)))}
+		}
+		if entries, derr := os.ReadDir(mountpoint); derr == nil && len(entries) == 0 {
+			// An empty directory: a mount may be about to come (`tsock
+			// mount … &` has not mounted anything yet).
+			return &startingError{fmt.Sprintf("%s: nothing is mounted there yet (an empty directory): is `tsock mount` running?", mountpoint)}
 		}
 		return fmt.Errorf("%s is not a tsock mount (no status.json)", mountpoint)
 	}
 	return fmt.Errorf("%s: %w", mountpoint, unwrapPath(err))
 }
+
+// startingError: no mount serves at the mountpoint yet, but one may be
+// coming (a starting mount, an empty directory). --watch draws it and
+// looks again; a single look reports it.
+type startingError struct{ text string }
+
+func (e *startingError) Error() string { return e.text }
 
 // unwrapPath drops the path an *fs.PathError repeats.
 func unwrapPath(err error) error {

@@ -152,8 +152,23 @@ func TestStatusErrorsAreOneLine(t *testing.T) {
 			t.Errorf("%s: exit %d, %q; want exit %d and one line with %q", what, code, stderr, exitError, want)
 		}
 	}
-	_, stderr, code := tsockRun(context.Background(), "status", t.TempDir())
-	check("a plain directory", stderr, code, "is not a tsock mount")
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "notes"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := tsockRun(context.Background(), "status", full)
+	check("a directory of files", stderr, code, "is not a tsock mount")
+	// An empty one is no mount yet, never called "not a tsock mount":
+	// `tsock mount … &` may be about to mount it.
+	empty := t.TempDir()
+	_, stderr, code = tsockRun(context.Background(), "status", empty)
+	check("an empty directory", stderr, code, "nothing is mounted there yet (an empty directory): is `tsock mount` running?")
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	out, _, code := tsockRun(ctx, "status", "--watch", "--interval", "100ms", empty)
+	if code != 0 || !strings.Contains(out, "waiting for it to start") {
+		t.Errorf("--watch over an empty directory: exit %d, %q; want it drawn as waiting until Ctrl-C", code, out)
+	}
 	_, stderr, code = tsockRun(context.Background(), "status", "/no/such/dir")
 	check("no directory", stderr, code, "no such file or directory")
 

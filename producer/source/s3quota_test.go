@@ -46,7 +46,7 @@ func TestARefusingStoreIsProbedNotHammered(t *testing.T) {
 	}
 
 	t.Run("refused for good", func(t *testing.T) {
-		src := open(5 * time.Second)
+		src := open(3 * time.Second)
 		cfg := producertest.Config(src, 4, 1, 2)
 		cfg.Fetch = 16
 		refusing.Store(true)
@@ -58,14 +58,15 @@ func TestARefusingStoreIsProbedNotHammered(t *testing.T) {
 		sent := proxy.Injected[s3test.AccessDenied].Load() - before
 		// 16 first tries ahead, the workers' own tries once those fail,
 		// 4 retries from the quota, then one probe at a time: each probe
-		// backs off as one request does (about 8 tries in 5 s). Without
-		// the quota, 16 reads each retrying for 5 s sent 160 and more.
+		// backs off as one request does (about 7 tries in 3 s). Without
+		// the quota (RetryQuota 1e9), 16 reads each retrying for 3 s sent
+		// 378 here.
 		t.Logf("%d requests refused; reading ended in %v", sent, readErr)
 		if !errors.Is(runErr, remote.ErrUnavailable) || readErr == nil {
 			t.Fatalf("producer %v, reading %v: want the store's state", runErr, readErr)
 		}
 		if sent > 60 {
-			t.Fatalf("%d requests sent to a store that refused them all, for 5 s of --s3-retry-for", sent)
+			t.Fatalf("%d requests sent to a store that refused them all, for 3 s of --s3-retry-for", sent)
 		}
 	})
 

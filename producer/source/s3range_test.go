@@ -62,7 +62,7 @@ func TestARangedReadServesOnlyTheBytesAsked(t *testing.T) {
 // every 0.3 s (a connection that never falls silent long enough for the
 // timeout) are cut once their rate stays under the floor and go on, on a
 // fresh connection: the epochs are exact, and status counts the cuts. A
-// link that is slow but steady (8 KB/s, over a floor of 1 KiB/s) is
+// link that is slow but steady (16 KB/s, over a floor of 1 KiB/s) is
 // never cut. (Before: the two samples held for good.)
 func TestATricklingAnswerIsCutAndGoesOn(t *testing.T) {
 	server := s3test.Start(t, "data")
@@ -84,7 +84,7 @@ func TestATricklingAnswerIsCutAndGoesOn(t *testing.T) {
 			}
 			return s3test.Pass
 		}, 0, true},
-		{"a slow, steady link", func(int) s3test.Fault { return s3test.Pass }, 8000, false},
+		{"a slow, steady link", func(int) s3test.Fault { return s3test.Pass }, 16000, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			proxy := s3test.StartProxy(t, server, tc.fault)

@@ -13,8 +13,14 @@
 //     such key, access denied at first, a replaced object) is not
 //     retried; no such bucket is ErrBucketGone, the store's state.
 //   - A read that breaks off goes on from the byte reached (If-Match its
-//     ETag); an attempt is cut by Config.Timeout of silence, not by the
-//     time a slow body takes (retry.go).
+//     ETag); an attempt is cut by Config.Timeout of silence, or by a body
+//     under the rate floor (Config.SlowRate over Config.SlowFor), not by
+//     the time a slow body takes (retry.go).
+//   - Retries draw on one retry quota per Store (quota.go): once it is
+//     spent one request probes the store and every other waits for it,
+//     within its own budget; a success refills it and wakes them all.
+//   - A ranged read returns only the bytes of its range: a 206 must name
+//     the range asked, a 200's body is cut to it (ranges.go).
 //   - A run that stops (ctx) ends every wait and is no failure.
 //   - No secret reaches an error, a log line or Stats.
 //   - A read returns exactly the bytes asked for, or an error.
