@@ -177,6 +177,18 @@ func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Cont
 		}
 		s.quota.done(probe)
 	}()
+	// takeQuota waits for the retry quota (quota.go) before a try.
+	takeQuota := func() error {
+		send, err := s.quota.retry(ctx, failing.Add(s.cfg.RetryFor), &probe)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s: %w", what, err)
+		case !send:
+			s.Stats.Failures.Add(1)
+			return fmt.Errorf("%s: %w: %s for %s (--s3-retry-for; it waited for another request to find the store back): %w", what, ErrUnavailable, why(last), s.cfg.RetryFor, last)
+		}
+		return nil
+	}
 	var wait time.Duration
 	for k := 0; ; k++ {
 		if k > 0 {
@@ -184,11 +196,8 @@ func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Cont
 			if err := sleep(ctx, wait); err != nil {
 				return fmt.Errorf("%s: %w", what, err)
 			}
-			if send, err := s.quota.retry(ctx, failing.Add(s.cfg.RetryFor), &probe); err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			} else if !send {
-				s.Stats.Failures.Add(1)
-				return fmt.Errorf("%s: %w: %s for %s (--s3-retry-for; its retries waited for another request to find the store back): %w", what, ErrUnavailable, why(last), s.cfg.RetryFor, last)
+			if err := takeQuota(); err != nil {
+				return err
 			}
 		} else if fault := s.quota.failing(); fault != nil {
 			// The store refuses what is sent now: a new request waits for
@@ -196,11 +205,8 @@ func (s *Store) retry(ctx context.Context, what string, op func(ctx context.Cont
 			failing, last = time.Now(), fault
 			s.faults.begin()
 			s.faults.note(fault)
-			if send, err := s.quota.retry(ctx, failing.Add(s.cfg.RetryFor), &probe); err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			} else if !send {
-				s.Stats.Failures.Add(1)
-				return fmt.Errorf("%s: %w: %s for %s (--s3-retry-for; it waited for another request to find the store back): %w", what, ErrUnavailable, why(last), s.cfg.RetryFor, last)
+			if err := takeQuota(); err != nil {
+				return err
 			}
 		}
 		if err := s.pace.wait(ctx); err != nil {
