@@ -301,8 +301,12 @@ func printable(s string) string {
 // shards fared (read ahead in vain: a consumer joined and the epoch was
 // stitched), and the index file.
 func shardsLine(sh *source.ShardStats) string {
+	labels := ""
+	if sh.Labels != "" {
+		labels = "labels: " + printable(sh.Labels) + "\n"
+	}
 	if sh.Alone != "" {
-		return "shards: read a sample at a time: " + sh.Alone + "\n"
+		return "shards: read a sample at a time: " + sh.Alone + "\n" + labels
 	}
 	line := fmt.Sprintf("shards: read in %d pieces of %s; %d held (%s of %s shard memory and %s shard disk, %s of it in use), %d being read; %d read (%s); next epochs' first pieces: %d carried, %d read ahead in vain",
 		sh.Pieces, humanize.IBytes(uint64(sh.PieceBytes)), sh.Held, humanize.IBytes(uint64(sh.HeldBytes)), humanize.IBytes(uint64(sh.Memory)),
@@ -311,5 +315,5 @@ func shardsLine(sh *source.ShardStats) string {
 	if sh.Index != "" {
 		line += "; index " + printable(sh.Index)
 	}
-	return line + "\n"
+	return line + "\n" + labels
 }

@@ -106,7 +106,8 @@ type remoteDoc struct {
 // epochs' first pieces carried (found held) or read ahead in vain.
 type shardsDoc struct {
 	Memory     int64  `json:"memory"`
-	Alone      string `json:"alone,omitempty"` // why every sample is read alone (a ranged read each); absent where pieces are read
+	Alone      string `json:"alone,omitempty"`  // why every sample is read alone (a ranged read each); absent where pieces are read
+	Labels     string `json:"labels,omitempty"` // why every label is 0 (Parquet files without a label column); absent otherwise
 	Disk       int64  `json:"disk"`
 	DiskDir    string `json:"disk_dir"`
 	DiskUsed   int64  `json:"disk_used"`
@@ -248,7 +249,7 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 	doc.Shuffle = c.shuffleReach(s.shards)
 	if sh := s.shards; sh != nil {
 		doc.Shards = &shardsDoc{Memory: sh.Memory, Alone: sh.Alone, Disk: sh.Disk, DiskDir: sh.DiskDir, DiskUsed: sh.DiskMapped, Pieces: sh.Pieces, PieceBytes: sh.PieceBytes, Held: sh.Held, HeldBytes: sh.HeldBytes, Reading: sh.Reading, Reads: sh.Reads,
-			ReadBytes: sh.ReadBytes, LastEpochReads: sh.LastEpochReads, LastEpochReadBytes: sh.LastEpochReadBytes, Carried: sh.Carried, Wasted: sh.Wasted, Index: sh.Index}
+			ReadBytes: sh.ReadBytes, LastEpochReads: sh.LastEpochReads, LastEpochReadBytes: sh.LastEpochReadBytes, Carried: sh.Carried, Wasted: sh.Wasted, Index: sh.Index, Labels: sh.Labels}
 	}
 	if r := s.remote; r != nil {
 		doc.Remote = &remoteDoc{Endpoint: r.endpoint, Requests: r.requests, Retries: r.retries, Failures: r.failures, Throttled: r.throttled,

@@ -102,3 +102,60 @@ func TestClassSortedParquetMixesLikeAUniformShuffle(t *testing.T) {
 		t.Fatalf("distinct labels a batch: %.1f with the disk, %.1f without, of a uniform shuffle's %.1f; %d pieces, want 48 row groups", wide.Distinct, narrow.Distinct, wide.Uniform, sh.Pieces())
 	}
 }
+
+// unlabelledRow is a row of a Parquet file of images without labels.
+type unlabelledRow struct {
+	Image *producertest.HubImage `parquet:"image,optional"`
+}
+
+// TestAMissingLabelColumnIsSaid: Parquet files without the Hub's label
+// column (and no --columns saying so) are served, every label 0, and
+// that is said, in status's shard stats (and on the log); with
+// --columns label= it is the user's word, not said again; files with
+// and files without labels together are refused at open, naming one of
+// each. (Before: label 0 for every row, nothing said.)
+func TestAMissingLabelColumnIsSaid(t *testing.T) {
+	fdir := producertest.Folder(t, 6, 2)
+	folder, err := source.ScanFolder(fdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var rows []unlabelledRow
+	for i := range folder.Len() {
+		img, err := os.ReadFile(folder.Name(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, unlabelledRow{Image: &producertest.HubImage{Bytes: img}})
+	}
+	producertest.WriteParquet(t, filepath.Join(dir, "train-00000.parquet"), rows, 3, "snappy", "")
+	open := func(spec string, cols source.Columns) (source.Source, error) {
+		return source.Open(context.Background(), spec, source.Options{Columns: cols})
+	}
+	src, err := open(filepath.Join(dir, "train-00000.parquet"), source.Columns{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range src.Len() {
+		if src.Label(i) != 0 {
+			t.Fatalf("sample %d: label %d without a label column", i, src.Label(i))
+		}
+	}
+	if got := src.(*source.Shards).Stats().Labels; !strings.Contains(got, `no label column "label"`) || !strings.Contains(got, "--columns label=NAME") {
+		t.Fatalf("status says %q of the labels", got)
+	}
+	src, err = open(filepath.Join(dir, "train-00000.parquet"), source.Columns{NoLabel: true})
+	if err != nil || src.(*source.Shards).Stats().Labels != "" {
+		t.Fatalf("--columns label=: %v, status says %q", err, src.(*source.Shards).Stats().Labels)
+	}
+	// Beside a file of the Hub's, with labels.
+	labelled := producertest.Parquet(t, fdir, producertest.ParquetOptions{Files: 1, RowsPerGroup: 3})
+	if err := os.Rename(strings.Replace(labelled, "{00000..00000}", "00000", 1), filepath.Join(dir, "train-00001.parquet")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = open(filepath.Join(dir, "train-{00000..00001}.parquet"), source.Columns{})
+	if err == nil || !strings.Contains(err.Error(), `some Parquet files have a label column "label" and some do not`) || !strings.Contains(err.Error(), `train-00001.parquet" has it`) {
+		t.Fatalf("files with and without labels: %v", err)
+	}
+}

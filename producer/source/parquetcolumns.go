@@ -2,6 +2,7 @@ package source
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -63,4 +64,30 @@ func (c Columns) String() string {
 		label = ""
 	}
 	return "image=" + c.image() + ",label=" + label
+}
+
+// parquetLabels checks that the Parquet files agree on a label column:
+// files with and without one are refused (their samples' labels would
+// mean nothing together). Where none has the Hub's label column and
+// --columns did not say so (label=), it says what that means: every
+// label 0, said at mount and in status, never silent.
+func parquetLabels(paths []string, pqs []*parquetShard, cols Columns) (string, error) {
+	with, without := -1, -1
+	for i, pq := range pqs {
+		switch {
+		case pq == nil:
+		case pq.label >= 0 && with < 0:
+			with = i
+		case pq.label < 0 && without < 0:
+			without = i
+		}
+	}
+	switch {
+	case with >= 0 && without >= 0:
+		return "", fmt.Errorf("some Parquet files have a label column %q and some do not: %s has it, %s has none; leave the files without labels out, or give --columns label=NAME",
+			cols.label(), strconv.Quote(paths[with]), strconv.Quote(paths[without]))
+	case without >= 0 && !cols.NoLabel:
+		return fmt.Sprintf("no label column %q in the Parquet files: every label 0 — give --columns label=NAME (or label= to say they have none)", cols.label()), nil
+	}
+	return "", nil
 }

@@ -55,6 +55,7 @@ type Shards struct {
 	memory, disk int64
 	diskDir      string
 	index        string // what became of the index file, for status: "" without one
+	labels       string // where every label is 0 for want of a label column, why: status says it
 	// pq holds each Parquet file's footer, parsed (parquet.go); nil for
 	// tar shards.
 	pq   []*parquetShard
@@ -136,6 +137,12 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, opt
 	if IsParquetSpec(pattern) {
 		if s.pq, err = openFooters(paths, indexes, opts.Columns); err != nil {
 			return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
+		}
+		if s.labels, err = parquetLabels(paths, s.pq, opts.Columns); err != nil {
+			return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
+		}
+		if s.labels != "" {
+			slog.Warn(s.labels)
 		}
 	}
 	s.ctx = ctx

@@ -82,12 +82,16 @@ type ShardStats struct {
 	WindowSamples, Samples int
 	Mix                    Mix
 	Alone                  string // why every sample is read alone; "" where pieces are read
+	// Labels says why every label is 0 (Parquet files without a label
+	// column, not said by --columns); "" otherwise.
+	Labels string
 }
 
 // Stats is what whole-shard reading did and holds now.
 func (s *Shards) Stats() ShardStats {
 	st := ShardStats{Memory: s.memory, Disk: s.disk, DiskDir: s.diskDir, Index: s.index, Shards: len(s.paths), Pieces: len(s.pieces),
-		PieceBytes: s.pieceBytes(), Window: s.ShuffleWindow(), Samples: len(s.samples), Mix: s.mix, Alone: s.alone}
+		PieceBytes: s.pieceBytes(), Window: s.ShuffleWindow(), Samples: len(s.samples), Mix: s.mix, Alone: s.alone,
+		Labels: s.labels}
 	st.WindowSamples = st.Samples
 	if st.Window > 0 && st.Window < st.Pieces {
 		st.WindowSamples = st.Samples * st.Window / st.Pieces
