@@ -40,6 +40,7 @@ type mountSnapshot struct {
 	gpu                        *gpuSnapshot // with --device
 	epoch, epochDone, epochLen int
 	skipped                    int
+	missing                    int // keys found missing this epoch, held until its end
 }
 
 // remoteSnapshot is an object store's traffic so far.
@@ -95,7 +96,7 @@ func (c *mountCommand) snapshot() *mountSnapshot {
 	} else {
 		ps := c.producer.Stats().Snapshot()
 		s.producer, s.decoder, failure = &ps, c.producer.Decoder(), ps.Failure
-		s.epoch, s.epochDone, s.epochLen, s.skipped, s.removed = ps.Epoch, ps.EpochDone, ps.EpochLen, ps.Skipped, ps.Removed
+		s.epoch, s.epochDone, s.epochLen, s.skipped, s.removed, s.missing = ps.Epoch, ps.EpochDone, ps.EpochLen, ps.Skipped, ps.Removed, ps.Missing
 		if k, ok := c.producer.Kept(); ok {
 			s.kept = &k
 		}

@@ -71,6 +71,9 @@ func (c *mountCommand) statusText(s *mountSnapshot) string {
 	}
 	if ps := s.producer; ps != nil {
 		fmt.Fprintf(&b, "skipped inputs: %d\n", ps.Skipped)
+		if ps.Missing > 0 {
+			fmt.Fprintf(&b, "keys missing this epoch: %d (held out of it; skipped once a listing at its end shows the dataset still there, else the run fails)\n", ps.Missing)
+		}
 		if k := s.kept; k != nil {
 			fmt.Fprintf(&b, "kept: %s of %s, %d samples made once and copied into later epochs (%d copies)",
 				humanize.IBytes(uint64(k.Used)), humanize.IBytes(uint64(k.Limit)), k.Samples, k.Served)

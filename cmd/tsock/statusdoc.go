@@ -30,6 +30,10 @@ type statusDoc struct {
 	Buffer    bufferDoc   `json:"buffer"`
 	DataPath  string      `json:"data_path"`
 	Skipped   int         `json:"skipped"`
+	// Missing: samples whose keys were found missing this epoch, held
+	// out of it until a listing at its end says whether the dataset is
+	// still there (then skipped, counted) or vanishing (the run fails).
+	Missing int `json:"missing"`
 	// LeftOut: entries listing or indexing the source could not take
 	// (an unreadable folder, a broken shard tail); status names them.
 	LeftOut int `json:"left_out"`
@@ -215,7 +219,7 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 	snap := s.store
 	doc := statusDoc{
 		Version: statusVersion, Uptime: snap.Uptime.Seconds(), DataPath: s.dataPath,
-		State: s.state, StateText: s.stateText, Skipped: s.skipped, LeftOut: len(s.leftOut), LeftOutSamples: s.leftOutSamples, Removed: s.removed,
+		State: s.state, StateText: s.stateText, Skipped: s.skipped, Missing: s.missing, LeftOut: len(s.leftOut), LeftOutSamples: s.leftOutSamples, Removed: s.removed,
 		Producer: producerDoc{
 			BatchSize: c.cfg.BatchSize, Epochs: c.cfg.Epochs, Batches: snap.Published, Samples: snap.SamplesPublished,
 			Rate: s.rate, RateOverall: s.rateOverall, RateHistory: s.rateHistory, Waited: snap.ProducerWait.Seconds(),

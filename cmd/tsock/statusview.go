@@ -229,7 +229,11 @@ func renderStatus(doc statusDoc, mountpoint string, now time.Time) string {
 	}
 	path, _, _ := strings.Cut(doc.DataPath, " (") // the why is status's to say
 	line("data path", "%s", path)
-	line("skipped", "%d inputs", doc.Skipped)
+	if doc.Missing > 0 {
+		line("skipped", "%d inputs; %d keys missing, held until the epoch's end", doc.Skipped, doc.Missing)
+	} else {
+		line("skipped", "%d inputs", doc.Skipped)
+	}
 	if g := doc.GPU; g != nil {
 		line("gpu", "%s: %d of %d slabs of %s hold a batch", g.Name, g.InUse, g.Slabs, humanize.IBytes(uint64(g.SlabSize)))
 	}

@@ -278,6 +278,11 @@ func TestPythonDrawsWhatGoDraws(t *testing.T) {
 			Kept:      &keptDoc{Limit: 1 << 30, Used: 1<<30 - 4096, Samples: 7000, Served: 123456, Refused: 86000},
 			Consumers: []consumerDoc{{Name: "val-3", State: "reading", Epoch: 1, Epochs: 3, EpochDone: 100, EpochLen: 50000}},
 		},
+		"a bucket whose keys go missing": {
+			Version: statusVersion, Mode: "pipeline", Source: "s3://data/train", State: "producing", StateText: "producing", Uptime: 30,
+			Skipped: 2, Missing: 17, Producer: producerDoc{Unit: "images", Epoch: 0, EpochLen: 400, EpochDone: 100},
+			Buffer: bufferDoc{Limit: 1 << 30, Mapped: -1}, Consumers: []consumerDoc{},
+		},
 		"ingest, one consumer forever": {
 			Version: statusVersion, Mode: "ingest", Source: "ingest", State: "idle", StateText: "idle", Uptime: 0.5,
 			Producer:  producerDoc{Unit: "samples", Epoch: 7, EpochLen: 50, EpochDone: 50},
@@ -287,6 +292,9 @@ func TestPythonDrawsWhatGoDraws(t *testing.T) {
 	}
 	py := installedPython(t)
 	now := time.Date(2026, 11, 23, 5, 19, 21, 0, time.Local)
+	if view := renderStatus(docs["a bucket whose keys go missing"], "/mnt/x", now); !strings.Contains(view, "2 inputs; 17 keys missing, held until the epoch's end") {
+		t.Errorf("the keys held missing are not said:\n%s", view)
+	}
 	for name, doc := range docs {
 		data, err := json.Marshal(doc)
 		if err != nil {

@@ -135,7 +135,10 @@ def render(doc: Dict[str, Any], mount: str, now: Optional[float] = None) -> str:
         text += f"{kept['refused']} not kept" if kept["refused"] > 0 else f"{kept['served']} copies"
         line("kept", text)
     line("data path", doc["data_path"].split(" (")[0])  # the why is status's to say
-    line("skipped", f"{doc['skipped']} inputs")
+    if doc.get("missing", 0) > 0:
+        line("skipped", f"{doc['skipped']} inputs; {doc['missing']} keys missing, held until the epoch's end")
+    else:
+        line("skipped", f"{doc['skipped']} inputs")
     gpu = doc.get("gpu")
     if gpu:
         line("gpu", f"{gpu['name']}: {gpu['slabs_in_use']} of {gpu['slabs']} slabs of {_ibytes(gpu['slab_size'])} hold a batch")
