@@ -299,10 +299,12 @@ func TestIdleKeepAlivesGiveWayToScrapes(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	// Each scrape closes its own connection: the first took an idle
-	// keep-alive's slot, the next the slot it left.
-	if n := m.listener.closedIdle.Load(); n != 1 {
-		t.Fatalf("%d idle keep-alives closed to make room, want 1", n)
+	// The first scrape took an idle keep-alive's slot; each later one
+	// the slot its predecessor left, or, where the server had not yet
+	// seen that one close, another idle keep-alive's: never more than
+	// the 3 idle ones (the request under way kept its slot).
+	if n := m.listener.closedIdle.Load(); n < 1 || n > 3 {
+		t.Fatalf("%d idle keep-alives closed to make room, want 1 to 3", n)
 	}
 	// The request under way kept its slot: it is answered once it ends.
 	fmt.Fprintf(busy, "1\r\nHost: x\r\n\r\n")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"os/exec"
 	"strings"
@@ -8,26 +9,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsock/tsock/batchstore/waittest"
 	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/producer/source/remote/s3test"
 )
 
 // TestAConsumerStartedWithTheMountWaitsForIt: the README's own lines, a
 // consumer started right after `tsock mount … &`, over a bucket whose
-// first index takes seconds (every answer 700 ms away): the client waits
-// through the empty mountpoint and the starting mount, says on stderr
-// what it waits for, then reads the epoch whole. (Before: "not a tsock
-// mount … is `tsock mount` running?" while the mount was starting.)
+// first index is held until the consumer has said it waits: the client
+// waits through the empty mountpoint and the starting mount, says on
+// stderr what it waits for, then reads the epoch whole. (Before: "not a
+// tsock mount … is `tsock mount` running?" while the mount was starting.)
 func TestAConsumerStartedWithTheMountWaitsForIt(t *testing.T) {
 	fusetest.Need(t)
-	began := time.Now()
-	py := installedPython(t)
-	bin := tsockBinary(t)
-	t.Logf("client and binary ready in %s", time.Since(began))
-	began = time.Now()
+	py, bin := installedPython(t), tsockBinary(t)
 	server, _ := shardsInS3(t)
-	proxy := s3test.StartProxy(t, server, func(int) s3test.Fault { return s3test.Pass })
-	proxy.Delay.Store(int64(700 * time.Millisecond))
+	gate := make(chan struct{}) // the store answers nothing until the consumer waits
+	proxy := s3test.StartProxy(t, server, func(int) s3test.Fault { <-gate; return s3test.Pass })
+	opened := false
+	defer func() {
+		if !opened {
+			close(gate)
+		}
+	}()
 	dir := t.TempDir()
 	mount := exec.Command(bin, "mount", dir, "--source", "s3://data/train/shard-{000..002}.tar", "--s3-endpoint", proxy.Endpoint,
 		"--shard-index", t.TempDir()+"/train.idx", "--epochs", "1", "--batch-size", "4")
@@ -53,17 +57,48 @@ func TestAConsumerStartedWithTheMountWaitsForIt(t *testing.T) {
 c = tsock.Consumer(sys.argv[1], start_timeout=120)
 print(sum(len(b["labels"]) for b in next(c.epochs())))
 c.close()`, dir)
-	var out, stderr bytes.Buffer
-	consumer.Stdout, consumer.Stderr = &out, &stderr
-	if err := consumer.Run(); err != nil {
-		t.Fatalf("the consumer: %v\n%s\nthe mount:\n%s", err, stderr.String(), mountErr.String())
+	var out bytes.Buffer
+	consumer.Stdout = &out
+	pipe, err := consumer.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("mounted and read in %s", time.Since(began))
+	if err := consumer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The consumer's stderr, line by line: the gate opens once it says
+	// it waits for the starting mount.
+	var said strings.Builder
+	waiting, read := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(read)
+		lines := bufio.NewScanner(pipe)
+		for seen := false; lines.Scan(); {
+			said.WriteString(lines.Text() + "\n")
+			if !seen && strings.HasPrefix(lines.Text(), "tsock: waiting for "+dir+" is starting: ") {
+				seen = true
+				close(waiting)
+			}
+		}
+	}()
+	select {
+	case <-waiting:
+	case <-read:
+	case <-time.After(waittest.Limit):
+	}
+	opened = true
+	close(gate)
+	<-read
+	if err := consumer.Wait(); err != nil {
+		t.Fatalf("the consumer: %v\n%s\nthe mount:\n%s", err, said.String(), mountErr.String())
+	}
+	select {
+	case <-waiting:
+	default:
+		t.Fatalf("the consumer did not say it waited for the starting mount:\n%s", said.String())
+	}
 	if got := strings.TrimSpace(out.String()); got != "20" {
-		t.Fatalf("the consumer read %q samples, want the epoch's 20\n%s", got, stderr.String())
+		t.Fatalf("the consumer read %q samples, want the epoch's 20\n%s", got, said.String())
 	}
-	if !strings.Contains(stderr.String(), "tsock: waiting for "+dir+" is starting: ") {
-		t.Fatalf("the consumer did not say what it waited for:\n%s", stderr.String())
-	}
-	t.Logf("the consumer said:\n%s", stderr.String())
+	t.Logf("the consumer said:\n%s", said.String())
 }

@@ -65,7 +65,7 @@ func TestARefusingStoreIsProbedNotHammered(t *testing.T) {
 		if !errors.Is(runErr, remote.ErrUnavailable) || readErr == nil {
 			t.Fatalf("producer %v, reading %v: want the store's state", runErr, readErr)
 		}
-		if sent > 60 {
+		if sent > 80 {
 			t.Fatalf("%d requests sent to a store that refused them all, for 3 s of --s3-retry-for", sent)
 		}
 	})
