@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 )
 
@@ -257,8 +258,16 @@ func (pq *parquetShard) chunk(g, c int) (off, read, held int64) {
 // values decodes row group g's column c from its chunk's bytes (raw, read
 // at off), calling each with every row's value in order: a page that
 // does not decompress or decode, or a count of values other than the
-// group's rows, is the group's error.
-func (pq *parquetShard) values(g, c int, raw []byte, off int64, each func(row int, v parquet.Value) error) error {
+// group's rows, is the group's error. Its pages' headers are read first:
+// pages that would take more than limit bytes decompressed are the
+// group's error before a byte is decompressed (a page of zeros that
+// zstd turns into gigabytes, whatever the footer says).
+func (pq *parquetShard) values(g, c int, raw []byte, off, limit int64, each func(row int, v parquet.Value) error) error {
+	if need, err := pagesNeed(raw); err != nil {
+		return fmt.Errorf("row group %d: %w", g, err)
+	} else if need > limit {
+		return fmt.Errorf("row group %d: its pages take %d bytes decompressed, over the %d it may (%w)", g, need, limit, errTooBig)
+	}
 	rg := pq.file.RowGroups()[g]
 	cc, ok := rg.ColumnChunks()[c].(*parquet.FileColumnChunk)
 	if !ok {
@@ -292,6 +301,32 @@ func (pq *parquetShard) values(g, c int, raw []byte, off int64, each func(row in
 		return fmt.Errorf("row group %d: %d values of the %d rows the footer says", g, row, rg.NumRows())
 	}
 	return nil
+}
+
+// errTooBig: a row group whose pages would take more memory than it may.
+var errTooBig = errors.New("too big to decode")
+
+// pagesNeed walks a column chunk's page headers (raw: the chunk's bytes,
+// pages back to back) and says what decompressing its pages takes: the
+// sum of their uncompressed sizes. Every page must lie within raw; no
+// page is read.
+func pagesNeed(raw []byte) (int64, error) {
+	var need int64
+	for at := 0; at < len(raw); {
+		r := new(thrift.CompactProtocol).NewReaderFromBytes(raw[at:])
+		var h format.PageHeader
+		if err := thrift.NewDecoder(r).Decode(&h); err != nil {
+			return 0, fmt.Errorf("the page header at byte %d of its chunk: %w", at, err)
+		}
+		n := r.BytesRead()
+		if h.CompressedPageSize < 0 || h.UncompressedPageSize < 0 || int64(h.CompressedPageSize) > int64(len(raw)-at-n) {
+			return 0, fmt.Errorf("the page at byte %d of its chunk: %d bytes compressed, %d decompressed, in the %d bytes left of the chunk",
+				at, h.CompressedPageSize, h.UncompressedPageSize, len(raw)-at-n)
+		}
+		need += int64(h.UncompressedPageSize)
+		at += n + int(h.CompressedPageSize)
+	}
+	return need, nil
 }
 
 // readPage calls each with the page's values in order.

@@ -13,6 +13,8 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/tsock/tsock/producer"
+	"github.com/tsock/tsock/producer/pipeline"
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
 )
@@ -185,4 +187,44 @@ func TestParquetBadInputLosesOnlyItsRows(t *testing.T) {
 	if fmt.Sprint(failed) != fmt.Sprint(want) {
 		t.Errorf("samples that failed at read, by file: %v, want %v", failed, want)
 	}
+}
+
+// TestParquetSizeClaimsAreNotAllocated: a footer that claims a terabyte
+// for a row group's image chunk, read a sample at a time (--shard-memory
+// 0, where each sample's row group is decoded for it), costs what the
+// chunk's pages take, not the claim: every row served, byte for byte the
+// honest file's. (Before: the daemon died, out of memory in
+// parquetAlone, allocating the footer's word.)
+func TestParquetSizeClaimsAreNotAllocated(t *testing.T) {
+	dir := producertest.Folder(t, 10, 2)
+	good := producertest.Parquet(t, dir, producertest.ParquetOptions{Files: 1, RowsPerGroup: 5})
+	path := strings.Replace(good, "{00000..00000}", "00000", 1)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, meta := footerOf(t, data)
+	claim := meta
+	claim.RowGroups = append([]format.RowGroup{}, meta.RowGroups...)
+	claim.RowGroups[1].Columns = append([]format.ColumnChunk{}, meta.RowGroups[1].Columns...)
+	claim.RowGroups[1].Columns[0].MetaData.TotalUncompressedSize = 1 << 40
+	lying := filepath.Join(t.TempDir(), "claims.parquet")
+	if err := os.WriteFile(lying, withFooter(t, body, &claim), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alone := func(spec string) source.Source {
+		t.Helper()
+		src, err := source.Open(context.Background(), spec, source.Options{Shards: &source.ShardSpace{Memory: 0, Batch: 4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	cfg := func(src source.Source) producer.Config {
+		c := producertest.Config(src, 4, 1, 1)
+		c.Transform = pipeline.Eval
+		return c
+	}
+	honest, claims := alone(path), alone(lying)
+	producertest.EqualBatches(t, producertest.Produce(t, cfg(honest)), producertest.Produce(t, cfg(claims)), "the honest file and the one claiming a terabyte")
 }

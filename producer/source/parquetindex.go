@@ -51,7 +51,7 @@ func indexParquet(ctx context.Context, files shardFiles, name string, cols Colum
 			if err := files.readAt(ctx, name, version, raw, off); err != nil {
 				return fail(err)
 			}
-			err := pq.values(g, lc, raw, off, func(row int, v parquet.Value) error {
+			err := pq.values(g, lc, raw, off, labelRoom(rows), func(row int, v parquet.Value) error {
 				switch {
 				case v.IsNull():
 					labels[row] = -1
@@ -83,6 +83,11 @@ func indexParquet(ctx context.Context, files shardFiles, name string, cols Colum
 	}
 	return ix
 }
+
+// labelRoom is the most a label column of rows may take decompressed:
+// 8 bytes a value and 4 of levels, a dictionary as large, and a page's
+// worth of headers and slack. An integer column cannot need more.
+func labelRoom(rows int64) int64 { return 20*rows + 1<<20 }
 
 // maxLabel bounds a label: classes are a list in memory and in status.
 const maxLabel = wds.MaxLabel - 1
@@ -195,7 +200,7 @@ func parquetClasses(paths []string, pqs []*parquetShard, cols Columns, maxLabel 
 func (pq *parquetShard) imageRows(g int, raw []byte, off int64, dst []byte) ([]int64, error) {
 	ends := make([]int64, 0, pq.groups[g+1]-pq.groups[g])
 	at := int64(0)
-	err := pq.values(g, pq.image, raw, off, func(row int, v parquet.Value) error {
+	err := pq.values(g, pq.image, raw, off, int64(len(dst)), func(row int, v parquet.Value) error {
 		if v.IsNull() {
 			ends = append(ends, -1-at)
 			return nil

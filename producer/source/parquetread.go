@@ -48,10 +48,25 @@ func (s *Shards) cutGroups() {
 // readGroup reads piece pc's chunk and decodes its images into buf (the
 // piece's size of room): the rows' ends in it.
 func (s *Shards) readGroup(ctx context.Context, pc piece, buf []byte) ([]int64, error) {
+	raw, err := s.readChunk(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	return s.decodeGroup(pc, raw, buf)
+}
+
+// readChunk reads piece pc's chunk: its bytes in the file, which the
+// file's size bounds (openParquet checked the footer's word).
+func (s *Shards) readChunk(ctx context.Context, pc piece) ([]byte, error) {
 	raw := make([]byte, pc.read)
 	if err := s.files.readAt(ctx, s.paths[pc.shard], s.versions[pc.shard], raw, pc.off); err != nil {
 		return nil, err
 	}
+	return raw, nil
+}
+
+// decodeGroup decodes piece pc's chunk (raw) into buf.
+func (s *Shards) decodeGroup(pc piece, raw, buf []byte) ([]int64, error) {
 	ends, err := s.pq[pc.shard].imageRows(int(pc.group), raw, pc.off, buf)
 	if err != nil {
 		return nil, &groupError{err: err}
@@ -65,6 +80,11 @@ func (s *Shards) rowInGroup(i int) int64 {
 	return smp.offset - s.pq[smp.shard].groups[s.pieces[smp.piece].group]
 }
 
+// aloneRoom is the most a row group read for one sample may take
+// decoded: the shard memory, or the default's where it is smaller (a
+// sample must be read, --shard-memory 0 or not).
+func (s *Shards) aloneRoom() int64 { return max(s.memory, DefaultShardMemory) }
+
 // groupError: a row group's images do not decode; its rows are skipped,
 // each for what its own bytes say.
 type groupError struct{ err error }
@@ -75,11 +95,30 @@ func (e *groupError) Unwrap() error { return e.err }
 
 // parquetAlone reads sample i alone: its row group's chunk, decoded, for
 // one row (a Parquet image is no byte range of its file).
+//
+// The room it decodes into is what the chunk's pages say they take
+// (never the footer's word alone: a footer may claim a terabyte), at
+// most aloneRoom: a row group past that is left out, said.
 func (s *Shards) parquetAlone(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
 	smp := s.samples[i]
 	pc := s.pieces[smp.piece]
-	buf := make([]byte, pc.size)
-	ends, err := s.readGroup(ctx, pc, buf)
+	raw, err := s.readChunk(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	need, err := pagesNeed(raw)
+	if err == nil && need > s.aloneRoom() {
+		err = fmt.Errorf("row group %d: its pages take %d bytes decompressed, over the %d a row group read for one sample may (the shard memory, or %d) (%w)",
+			pc.group, need, s.aloneRoom(), DefaultShardMemory, errTooBig)
+	}
+	var ends []int64
+	buf := []byte(nil)
+	if err != nil {
+		err = &groupError{err: err}
+	} else {
+		buf = make([]byte, need)
+		ends, err = s.decodeGroup(pc, raw, buf)
+	}
 	var bad *groupError
 	if errors.As(err, &bad) {
 		return nil, fmt.Errorf("%s: %w", s.Name(i), err)
