@@ -263,7 +263,7 @@ func (pq *parquetShard) chunk(g, c int) (off, read, held int64) {
 // group's error before a byte is decompressed (a page of zeros that
 // zstd turns into gigabytes, whatever the footer says).
 func (pq *parquetShard) values(g, c int, raw []byte, off, limit int64, each func(row int, v parquet.Value) error) error {
-	if need, err := pagesNeed(raw); err != nil {
+	if need, err := pagesNeed(raw, pq.codec(g, c)); err != nil {
 		return fmt.Errorf("row group %d: %w", g, err)
 	} else if need > limit {
 		return fmt.Errorf("row group %d: its pages take %d bytes decompressed, over the %d it may (%w)", g, need, limit, errTooBig)
@@ -306,11 +306,19 @@ func (pq *parquetShard) values(g, c int, raw []byte, off, limit int64, each func
 // errTooBig: a row group whose pages would take more memory than it may.
 var errTooBig = errors.New("too big to decode")
 
+// codec is row group g's column c's compression.
+func (pq *parquetShard) codec(g, c int) format.CompressionCodec {
+	return pq.file.Metadata().RowGroups[g].Columns[c].MetaData.Codec
+}
+
 // pagesNeed walks a column chunk's page headers (raw: the chunk's bytes,
-// pages back to back) and says what decompressing its pages takes: the
-// sum of their uncompressed sizes. Every page must lie within raw; no
-// page is read.
-func pagesNeed(raw []byte) (int64, error) {
+// pages back to back, compressed with codec) and says what decompressing
+// its pages takes: the sum of their uncompressed sizes. Every page must
+// lie within raw, and decompress, by its codec's own word where it gives
+// one, to no more than its header says (a decoder goes by the data, not
+// the header: a page of zeros that says 1 KB and holds 4 GiB); no page is
+// decompressed.
+func pagesNeed(raw []byte, codec format.CompressionCodec) (int64, error) {
 	var need int64
 	for at := 0; at < len(raw); {
 		r := new(thrift.CompactProtocol).NewReaderFromBytes(raw[at:])
@@ -323,10 +331,71 @@ func pagesNeed(raw []byte) (int64, error) {
 			return 0, fmt.Errorf("the page at byte %d of its chunk: %d bytes compressed, %d decompressed, in the %d bytes left of the chunk",
 				at, h.CompressedPageSize, h.UncompressedPageSize, len(raw)-at-n)
 		}
+		data := raw[at+n : at+n+int(h.CompressedPageSize)]
+		if v2 := h.DataPageHeaderV2; v2.Valid {
+			levels := int64(v2.V.RepetitionLevelsByteLength) + int64(v2.V.DefinitionLevelsByteLength)
+			if v2.V.IsCompressed.Valid && !v2.V.IsCompressed.V || levels < 0 || levels > int64(len(data)) {
+				data = nil // nothing compressed, or levels the decoder refuses
+			} else {
+				data = data[levels:]
+			}
+		}
+		if says, ok := declared(codec, data); ok && says > int64(h.UncompressedPageSize) {
+			return 0, fmt.Errorf("the page at byte %d of its chunk decompresses to %d bytes by its own word, over the %d its header says", at, says, h.UncompressedPageSize)
+		}
 		need += int64(h.UncompressedPageSize)
 		at += n + int(h.CompressedPageSize)
 	}
 	return need, nil
+}
+
+// declared is the least a compressed page's bytes decompress to by its
+// codec's own word, where the codec says it at the start: SNAPPY's
+// length, the first ZSTD frame's content size (other frames only add to
+// it); ok is false where it says nothing (other codecs, a frame without
+// its size, bytes too short to say: the decoder refuses those).
+func declared(codec format.CompressionCodec, data []byte) (int64, bool) {
+	switch codec {
+	case format.Snappy:
+		n, k := binary.Uvarint(data)
+		if k <= 0 {
+			return 0, false
+		}
+		return int64(min(n, 1<<62)), true
+	case format.Zstd:
+		return zstdContentSize(data)
+	}
+	return 0, false
+}
+
+// zstdContentSize reads a zstd frame header's Frame_Content_Size (RFC
+// 8878, 3.1.1.1), where the frame has one.
+func zstdContentSize(data []byte) (int64, bool) {
+	if len(data) < 5 || binary.LittleEndian.Uint32(data) != 0xFD2FB528 {
+		return 0, false
+	}
+	desc := data[4]
+	fcsFlag, single, dictFlag := desc>>6, desc&0x20 != 0, desc&3
+	at := 5
+	if !single {
+		at++ // Window_Descriptor
+	}
+	at += [4]int{0, 1, 2, 4}[dictFlag]
+	size := [4]int{0, 2, 4, 8}[fcsFlag]
+	if fcsFlag == 0 && single {
+		size = 1
+	}
+	if size == 0 || len(data) < at+size {
+		return 0, false
+	}
+	var fcs uint64
+	for k := size - 1; k >= 0; k-- {
+		fcs = fcs<<8 | uint64(data[at+k])
+	}
+	if size == 2 {
+		fcs += 256
+	}
+	return int64(min(fcs, 1<<62)), true
 }
 
 // readPage calls each with the page's values in order.

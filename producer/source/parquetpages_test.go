@@ -3,9 +3,12 @@ package source
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // TestPagesAreBoundedBeforeTheyDecompress: a row group's image chunk is
@@ -35,7 +38,7 @@ func TestPagesAreBoundedBeforeTheyDecompress(t *testing.T) {
 	}
 	off, read, held := pq.chunk(0, pq.image)
 	raw := data[off : off+read]
-	need, err := pagesNeed(raw)
+	need, err := pagesNeed(raw, pq.codec(0, pq.image))
 	if err != nil || need < 100000 || need > held {
 		t.Fatalf("the pages take %d bytes (%v); the footer says %d, the images 100008", need, err, held)
 	}
@@ -45,7 +48,40 @@ func TestPagesAreBoundedBeforeTheyDecompress(t *testing.T) {
 	if _, err := pq.imageRows(0, raw, off, make([]byte, need-1)); !errors.Is(err, errTooBig) {
 		t.Fatalf("decoding into less room than the pages say: %v, want errTooBig", err)
 	}
-	if _, err := pagesNeed(raw[:len(raw)-1]); err == nil {
+	if _, err := pagesNeed(raw[:len(raw)-1], pq.codec(0, pq.image)); err == nil {
 		t.Fatal("a chunk cut short: its last page past its end, not said")
+	}
+}
+
+// TestAPageIsBelievedOnlyAsFarAsItsCodecSays: a page whose header says
+// it decompresses to 100 bytes, holding a megabyte of zeros by its
+// codec's own word (SNAPPY's length, a ZSTD frame's content size), is
+// refused before it is decompressed; the same page with an honest header
+// passes; a codec that says nothing (GZIP) is left to the header.
+func TestAPageIsBelievedOnlyAsFarAsItsCodecSays(t *testing.T) {
+	zeros := make([]byte, 1<<20)
+	for _, codec := range []format.CompressionCodec{format.Snappy, format.Zstd, format.Gzip} {
+		comp, err := parquet.LookupCompressionCodec(codec).Encode(nil, zeros)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := func(claims int32) []byte {
+			h := format.PageHeader{Type: format.DataPage, UncompressedPageSize: claims, CompressedPageSize: int32(len(comp))}
+			h.DataPageHeader.Valid = true
+			h.DataPageHeader.V = format.DataPageHeader{NumValues: 1}
+			b, err := thrift.Marshal(new(thrift.CompactProtocol), &h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return append(b, comp...)
+		}
+		need, err := pagesNeed(page(1<<20), codec)
+		if err != nil || need != 1<<20 {
+			t.Errorf("%v: an honest page: %d, %v", codec, need, err)
+		}
+		_, err = pagesNeed(page(100), codec)
+		if says := codec != format.Gzip; (err != nil) != says || (says && !strings.Contains(err.Error(), "decompresses to 1048576 bytes by its own word, over the 100 its header says")) {
+			t.Errorf("%v: a page whose header says 100 bytes: %v", codec, err)
+		}
 	}
 }
