@@ -263,7 +263,7 @@ func (pq *parquetShard) chunk(g, c int) (off, read, held int64) {
 // group's error before a byte is decompressed (a page of zeros that
 // zstd turns into gigabytes, whatever the footer says).
 func (pq *parquetShard) values(g, c int, raw []byte, off, limit int64, each func(row int, v parquet.Value) error) error {
-	if need, err := pagesNeed(raw, pq.codec(g, c)); err != nil {
+	if need, _, err := pagesNeed(raw, pq.codec(g, c)); err != nil {
 		return fmt.Errorf("row group %d: %w", g, err)
 	} else if need > limit {
 		return fmt.Errorf("row group %d: its pages take %d bytes decompressed, over the %d it may (%w)", g, need, limit, errTooBig)
@@ -313,22 +313,22 @@ func (pq *parquetShard) codec(g, c int) format.CompressionCodec {
 
 // pagesNeed walks a column chunk's page headers (raw: the chunk's bytes,
 // pages back to back, compressed with codec) and says what decompressing
-// its pages takes: the sum of their uncompressed sizes. Every page must
+// its pages takes: the sum of their uncompressed sizes; and how many
+// values its data pages say they hold (a flat column's rows). Every page must
 // lie within raw, and decompress, by its codec's own word where it gives
 // one, to no more than its header says (a decoder goes by the data, not
 // the header: a page of zeros that says 1 KB and holds 4 GiB); no page is
 // decompressed.
-func pagesNeed(raw []byte, codec format.CompressionCodec) (int64, error) {
-	var need int64
+func pagesNeed(raw []byte, codec format.CompressionCodec) (need, values int64, err error) {
 	for at := 0; at < len(raw); {
 		r := new(thrift.CompactProtocol).NewReaderFromBytes(raw[at:])
 		var h format.PageHeader
 		if err := thrift.NewDecoder(r).Decode(&h); err != nil {
-			return 0, fmt.Errorf("the page header at byte %d of its chunk: %w", at, err)
+			return 0, 0, fmt.Errorf("the page header at byte %d of its chunk: %w", at, err)
 		}
 		n := r.BytesRead()
 		if h.CompressedPageSize < 0 || h.UncompressedPageSize < 0 || int64(h.CompressedPageSize) > int64(len(raw)-at-n) {
-			return 0, fmt.Errorf("the page at byte %d of its chunk: %d bytes compressed, %d decompressed, in the %d bytes left of the chunk",
+			return 0, 0, fmt.Errorf("the page at byte %d of its chunk: %d bytes compressed, %d decompressed, in the %d bytes left of the chunk",
 				at, h.CompressedPageSize, h.UncompressedPageSize, len(raw)-at-n)
 		}
 		data := raw[at+n : at+n+int(h.CompressedPageSize)]
@@ -341,12 +341,18 @@ func pagesNeed(raw []byte, codec format.CompressionCodec) (int64, error) {
 			}
 		}
 		if says, ok := declared(codec, data); ok && says > int64(h.UncompressedPageSize) {
-			return 0, fmt.Errorf("the page at byte %d of its chunk decompresses to %d bytes by its own word, over the %d its header says", at, says, h.UncompressedPageSize)
+			return 0, 0, fmt.Errorf("the page at byte %d of its chunk decompresses to %d bytes by its own word, over the %d its header says", at, says, h.UncompressedPageSize)
 		}
 		need += int64(h.UncompressedPageSize)
+		switch {
+		case h.DataPageHeader.Valid:
+			values += int64(h.DataPageHeader.V.NumValues)
+		case h.DataPageHeaderV2.Valid:
+			values += int64(h.DataPageHeaderV2.V.NumValues)
+		}
 		at += n + int(h.CompressedPageSize)
 	}
-	return need, nil
+	return need, values, nil
 }
 
 // declared is the least a compressed page's bytes decompress to by its

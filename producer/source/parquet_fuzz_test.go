@@ -97,7 +97,7 @@ func FuzzParquetFile(f *testing.F) {
 		for g := range len(pq.groups) - 1 {
 			off, read, _ := pq.chunk(g, pq.image)
 			raw := data[off : off+read]
-			need, err := pagesNeed(raw, pq.codec(g, pq.image)) // the room decoding takes, as parquetAlone gives it
+			need, _, err := pagesNeed(raw, pq.codec(g, pq.image)) // the room decoding takes, as parquetAlone gives it
 			if err != nil || need > 1<<20 {
 				continue // refused, or more room than a test allocates
 			}

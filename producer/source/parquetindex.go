@@ -44,13 +44,27 @@ func indexParquet(ctx context.Context, files shardFiles, name string, cols Colum
 	ix.footer, ix.pq = pq.footer, pq
 	for g := range len(pq.groups) - 1 {
 		first, rows := pq.groups[g], pq.groups[g+1]-pq.groups[g]
-		labels := make([]int64, rows)
-		if lc := pq.label; lc >= 0 {
+		var raw []byte
+		lc := pq.label
+		if lc >= 0 {
 			off, read, _ := pq.chunk(g, lc)
-			raw := make([]byte, read)
+			raw = make([]byte, read)
 			if err := files.readAt(ctx, name, version, raw, off); err != nil {
 				return fail(err)
 			}
+			// The footer's row count is checked against what the label
+			// pages hold before a slot or a skip is made a row: a footer
+			// that claims ten million rows over five values is the
+			// file's lie (the rest of it left out, counted once), not ten
+			// million skipped rows.
+			if _, values, err := pagesNeed(raw, pq.codec(g, lc)); err == nil && values != rows {
+				ix.broke = fmt.Errorf("%w: row group %d: the footer says %d rows, its label pages hold %d values", errNotParquet, g, rows, values)
+				return ix
+			}
+		}
+		labels := make([]int64, rows)
+		if lc >= 0 {
+			off, _, _ := pq.chunk(g, lc)
 			err := pq.values(g, lc, raw, off, labelRoom(rows), func(row int, v parquet.Value) error {
 				switch {
 				case v.IsNull():

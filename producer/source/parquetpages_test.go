@@ -38,9 +38,9 @@ func TestPagesAreBoundedBeforeTheyDecompress(t *testing.T) {
 	}
 	off, read, held := pq.chunk(0, pq.image)
 	raw := data[off : off+read]
-	need, err := pagesNeed(raw, pq.codec(0, pq.image))
-	if err != nil || need < 100000 || need > held {
-		t.Fatalf("the pages take %d bytes (%v); the footer says %d, the images 100008", need, err, held)
+	need, values, err := pagesNeed(raw, pq.codec(0, pq.image))
+	if err != nil || need < 100000 || need > held || values != 2 {
+		t.Fatalf("the pages take %d bytes and hold %d values (%v); the footer says %d bytes, the images 100008 in 2 rows", need, values, err, held)
 	}
 	if _, err := pq.imageRows(0, raw, off, make([]byte, need)); err != nil {
 		t.Fatalf("decoding into the room the pages say: %v", err)
@@ -48,7 +48,7 @@ func TestPagesAreBoundedBeforeTheyDecompress(t *testing.T) {
 	if _, err := pq.imageRows(0, raw, off, make([]byte, need-1)); !errors.Is(err, errTooBig) {
 		t.Fatalf("decoding into less room than the pages say: %v, want errTooBig", err)
 	}
-	if _, err := pagesNeed(raw[:len(raw)-1], pq.codec(0, pq.image)); err == nil {
+	if _, _, err := pagesNeed(raw[:len(raw)-1], pq.codec(0, pq.image)); err == nil {
 		t.Fatal("a chunk cut short: its last page past its end, not said")
 	}
 }
@@ -75,11 +75,11 @@ func TestAPageIsBelievedOnlyAsFarAsItsCodecSays(t *testing.T) {
 			}
 			return append(b, comp...)
 		}
-		need, err := pagesNeed(page(1<<20), codec)
+		need, _, err := pagesNeed(page(1<<20), codec)
 		if err != nil || need != 1<<20 {
 			t.Errorf("%v: an honest page: %d, %v", codec, need, err)
 		}
-		_, err = pagesNeed(page(100), codec)
+		_, _, err = pagesNeed(page(100), codec)
 		if says := codec != format.Gzip; (err != nil) != says || (says && !strings.Contains(err.Error(), "decompresses to 1048576 bytes by its own word, over the 100 its header says")) {
 			t.Errorf("%v: a page whose header says 100 bytes: %v", codec, err)
 		}

@@ -106,7 +106,7 @@ func (s *Shards) parquetAlone(ctx context.Context, i int, scratch *[]byte) ([]by
 	if err != nil {
 		return nil, err
 	}
-	need, err := pagesNeed(raw, s.pq[pc.shard].codec(int(pc.group), s.pq[pc.shard].image))
+	need, _, err := pagesNeed(raw, s.pq[pc.shard].codec(int(pc.group), s.pq[pc.shard].image))
 	if err == nil && need > s.aloneRoom() {
 		err = fmt.Errorf("row group %d: its pages take %d bytes decompressed, over the %d a row group read for one sample may (the shard memory, or %d) (%w)",
 			pc.group, need, s.aloneRoom(), DefaultShardMemory, errTooBig)
