@@ -43,6 +43,21 @@ func withFooter(t *testing.T, body []byte, meta *format.FileMetaData) []byte {
 	return append(out, "PAR1"...)
 }
 
+// hubParquet is a Parquet file in the Hub's layout of 10 images of 2
+// classes, in row groups of 5: its path and bytes, split at its footer,
+// and the footer parsed; dir is the folder of the images.
+func hubParquet(t *testing.T) (dir, path string, data, body []byte, meta format.FileMetaData) {
+	t.Helper()
+	dir = producertest.Folder(t, 10, 2)
+	path = strings.Replace(producertest.Parquet(t, dir, producertest.ParquetOptions{Files: 1, RowsPerGroup: 5}), "{00000..00000}", "00000", 1)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, meta = footerOf(t, data)
+	return dir, path, data, body, meta
+}
+
 // imageChunk is where row group g's image chunk is in a file.
 func imageChunk(meta *format.FileMetaData, g int) (off, n int64) {
 	c := meta.RowGroups[g].Columns[0].MetaData // image.bytes is the first column
@@ -58,13 +73,7 @@ func imageChunk(meta *format.FileMetaData, g int) (off, n int64) {
 // file, and the row group or row) and counted; the good rows are all
 // served byte for byte; nothing panics.
 func TestParquetBadInputLosesOnlyItsRows(t *testing.T) {
-	dir := producertest.Folder(t, 10, 2)
-	good := producertest.Parquet(t, dir, producertest.ParquetOptions{Files: 1, RowsPerGroup: 5})
-	data, err := os.ReadFile(strings.Replace(good, "{00000..00000}", "00000", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, meta := footerOf(t, data)
+	dir, good, data, body, meta := hubParquet(t)
 	out := t.TempDir()
 	put := func(name string, b []byte) {
 		if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
@@ -196,14 +205,7 @@ func TestParquetBadInputLosesOnlyItsRows(t *testing.T) {
 // honest file's. (Before: the daemon died, out of memory in
 // parquetAlone, allocating the footer's word.)
 func TestParquetSizeClaimsAreNotAllocated(t *testing.T) {
-	dir := producertest.Folder(t, 10, 2)
-	good := producertest.Parquet(t, dir, producertest.ParquetOptions{Files: 1, RowsPerGroup: 5})
-	path := strings.Replace(good, "{00000..00000}", "00000", 1)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, meta := footerOf(t, data)
+	_, path, _, body, meta := hubParquet(t)
 	claim := meta
 	claim.RowGroups = append([]format.RowGroup{}, meta.RowGroups...)
 	claim.RowGroups[1].Columns = append([]format.ColumnChunk{}, meta.RowGroups[1].Columns...)
@@ -236,13 +238,7 @@ func TestParquetSizeClaimsAreNotAllocated(t *testing.T) {
 // is served. (Before: a label slot and a skip record per claimed row,
 // 3.41 GiB for the held-out suite's file.)
 func TestAClaimedRowCountIsCheckedFirst(t *testing.T) {
-	dir := producertest.Folder(t, 10, 2)
-	good := producertest.Parquet(t, dir, producertest.ParquetOptions{Files: 1, RowsPerGroup: 5})
-	data, err := os.ReadFile(strings.Replace(good, "{00000..00000}", "00000", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, meta := footerOf(t, data)
+	_, _, _, body, meta := hubParquet(t)
 	claim := meta
 	claim.RowGroups = append([]format.RowGroup{}, meta.RowGroups...)
 	claim.RowGroups[1].NumRows = 10_000_000
