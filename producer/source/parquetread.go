@@ -2,7 +2,6 @@ package source
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 )
@@ -52,7 +51,11 @@ func (s *Shards) readGroup(ctx context.Context, pc piece, buf []byte) ([]int64, 
 	if err != nil {
 		return nil, err
 	}
-	return s.decodeGroup(pc, raw, buf)
+	ends, err := s.pq[pc.shard].imageRows(int(pc.group), raw, pc.off, buf)
+	if err != nil {
+		return nil, &groupError{err: err}
+	}
+	return ends, nil
 }
 
 // readChunk reads piece pc's chunk: its bytes in the file, which the
@@ -63,15 +66,6 @@ func (s *Shards) readChunk(ctx context.Context, pc piece) ([]byte, error) {
 		return nil, err
 	}
 	return raw, nil
-}
-
-// decodeGroup decodes piece pc's chunk (raw) into buf.
-func (s *Shards) decodeGroup(pc piece, raw, buf []byte) ([]int64, error) {
-	ends, err := s.pq[pc.shard].imageRows(int(pc.group), raw, pc.off, buf)
-	if err != nil {
-		return nil, &groupError{err: err}
-	}
-	return ends, nil
 }
 
 // rowInGroup is Parquet sample i's row in its piece's row group.
@@ -106,25 +100,20 @@ func (s *Shards) parquetAlone(ctx context.Context, i int, scratch *[]byte) ([]by
 	if err != nil {
 		return nil, err
 	}
-	need, _, err := pagesNeed(raw, s.pq[pc.shard].codec(int(pc.group), s.pq[pc.shard].image))
+	pq := s.pq[pc.shard]
+	need, _, err := pagesNeed(raw, pq.codec(int(pc.group), pq.image))
 	if err == nil && need > s.aloneRoom() {
 		err = fmt.Errorf("row group %d: its pages take %d bytes decompressed, over the %d a row group read for one sample may (the shard memory, or %d) (%w)",
 			pc.group, need, s.aloneRoom(), DefaultShardMemory, errTooBig)
 	}
+	var buf []byte
 	var ends []int64
-	buf := []byte(nil)
-	if err != nil {
-		err = &groupError{err: err}
-	} else {
+	if err == nil {
 		buf = make([]byte, need)
-		ends, err = s.decodeGroup(pc, raw, buf)
+		ends, err = pq.imageRows(int(pc.group), raw, pc.off, buf)
 	}
-	var bad *groupError
-	if errors.As(err, &bad) {
-		return nil, fmt.Errorf("%s: %w", s.Name(i), err)
-	}
-	if err != nil {
-		return nil, err
+	if err != nil { // what the chunk's own bytes say: its rows are skipped
+		return nil, fmt.Errorf("%s: %w", s.Name(i), &groupError{err: err})
 	}
 	b, err := rowImage(buf, ends, s.rowInGroup(i))
 	if err != nil {
