@@ -1,6 +1,7 @@
 package producertest
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/tsock/tsock/producer/source"
 )
@@ -31,7 +34,7 @@ type HubRow struct {
 type ParquetOptions struct {
 	Files        int
 	RowsPerGroup int
-	// Codecs are the files' compression, in turn: snappy, zstd or none.
+	// Codecs are the files' compression, in turn (see WriteParquet).
 	Codecs []string
 	// Meta is the "huggingface" metadata; nil: the Hub's, naming dir's
 	// classes; "": none.
@@ -81,7 +84,7 @@ func Parquet(t testing.TB, dir string, o ParquetOptions) string {
 }
 
 // WriteParquet writes rows to path in row groups of perGroup rows,
-// compressed with codec (snappy, zstd or none), with meta as its
+// compressed with codec (snappy, zstd, lz4raw, gzip, brotli or none), with meta as its
 // "huggingface" metadata ("": none).
 func WriteParquet[T any](t testing.TB, path string, rows []T, perGroup int, codec, meta string) {
 	t.Helper()
@@ -95,6 +98,15 @@ func WriteParquet[T any](t testing.TB, path string, rows []T, perGroup int, code
 		opts = append(opts, parquet.Compression(&parquet.Snappy))
 	case "zstd":
 		opts = append(opts, parquet.Compression(&parquet.Zstd))
+	case "lz4raw":
+		opts = append(opts, parquet.Compression(&parquet.Lz4Raw))
+	case "gzip":
+		opts = append(opts, parquet.Compression(&parquet.Gzip))
+	case "brotli":
+		opts = append(opts, parquet.Compression(&parquet.Brotli))
+	case "none":
+	default:
+		t.Fatalf("codec %q", codec)
 	}
 	if meta != "" {
 		opts = append(opts, parquet.KeyValueMetadata("huggingface", meta))
@@ -156,4 +168,53 @@ func ImageChunks(tb testing.TB, dir string) (bytes int64, groups int) {
 		f.Close()
 	}
 	return bytes, groups
+}
+
+// SpliceParquet writes to path the row groups of files (Parquet files of
+// one schema, each with its own codec), in turn, as one file: its row
+// groups keep their codecs, as a file appended to by different writers
+// has them (legal Parquet; parquet-go reads every group with the first's).
+func SpliceParquet(t testing.TB, path string, files ...string) {
+	t.Helper()
+	out := []byte("PAR1")
+	var meta format.FileMetaData
+	for k, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int(binary.LittleEndian.Uint32(data[len(data)-8:]))
+		var m format.FileMetaData
+		if err := thrift.Unmarshal(new(thrift.CompactProtocol), data[len(data)-8-n:len(data)-8], &m); err != nil {
+			t.Fatal(err)
+		}
+		shift := int64(len(out)) - 4 // the file's data, after its magic, goes at the end of out's
+		out = append(out, data[4:len(data)-8-n]...)
+		for g := range m.RowGroups {
+			rg := &m.RowGroups[g]
+			for c := range rg.Columns {
+				md := &rg.Columns[c].MetaData
+				md.DataPageOffset += shift
+				if md.DictionaryPageOffset != 0 {
+					md.DictionaryPageOffset += shift
+				}
+				rg.Columns[c].FileOffset += shift
+			}
+			rg.FileOffset += shift
+			rg.Ordinal = int16(len(meta.RowGroups))
+			meta.RowGroups = append(meta.RowGroups, *rg)
+		}
+		if k == 0 {
+			meta.Version, meta.Schema, meta.KeyValueMetadata, meta.CreatedBy = m.Version, m.Schema, m.KeyValueMetadata, m.CreatedBy
+		}
+		meta.NumRows += m.NumRows
+	}
+	footer, err := thrift.Marshal(new(thrift.CompactProtocol), &meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = binary.LittleEndian.AppendUint32(append(out, footer...), uint32(len(footer)))
+	if err := os.WriteFile(path, append(out, "PAR1"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -108,7 +108,7 @@ func typicalShard(indexes []shardIndex) int {
 	var counts []int
 	for _, ix := range indexes {
 		if ix.err == nil && ix.broke == nil {
-			counts = append(counts, len(ix.samples)+len(ix.skips))
+			counts = append(counts, len(ix.samples)+int(skipped(ix.skips)))
 		}
 	}
 	if len(counts) == 0 {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/tsock/tsock/producer/source/internal/pqfile"
 )
 
 // hubFile is a small Parquet file in the Hub's layout, of two row groups.
@@ -83,7 +85,7 @@ func FuzzParseColumns(f *testing.F) {
 }
 
 // FuzzParquetFile: any bytes open as a Parquet file and decode row group
-// by row group, or are refused with an error; never a panic (parquet-go
+// by row group, or are refused with an error; never a panic (pqfile
 // reads what the file says: its thrift footer, its pages).
 func FuzzParquetFile(f *testing.F) {
 	f.Add(hubFile(f))
@@ -94,14 +96,14 @@ func FuzzParquetFile(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for g := range len(pq.groups) - 1 {
-			off, read, _ := pq.chunk(g, pq.image)
+		for g := range pq.groups {
+			off, read, _ := pq.chunk(g)
 			raw := data[off : off+read]
-			need, _, err := pagesNeed(raw, pq.codec(g, pq.image)) // the room decoding takes, as parquetAlone gives it
+			need, _, err := pqfile.Need(raw, pq.groups[g].chunk.Codec) // the room decoding takes, as parquetAlone gives it
 			if err != nil || need > 1<<20 {
 				continue // refused, or more room than a test allocates
 			}
-			pq.imageRows(g, raw, off, make([]byte, need))
+			pq.imageRows(g, raw, make([]byte, need))
 		}
 	})
 }

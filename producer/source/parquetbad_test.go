@@ -133,7 +133,7 @@ func TestParquetBadInputLosesOnlyItsRows(t *testing.T) {
 		"c-truncated.parquet: the rest of the file",
 		"d-lying-footer.parquet: the rest of the file", "row group 1",
 		"h-list-label.parquet: its 3 rows:", "nested",
-		"g-nulls.parquet: row 7: label -1 (null or negative)",
+		"g-nulls.parquet: row 7: its label is null or negative",
 	} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("left out, want %q named:\n%s", want, notes)
@@ -232,10 +232,10 @@ func TestParquetSizeClaimsAreNotAllocated(t *testing.T) {
 }
 
 // TestAClaimedRowCountIsCheckedFirst: a footer that claims ten million
-// rows for a row group of five is checked against what the group's label
-// pages hold before a label slot or a skip record is made a row: the
-// rest of the file is left out, said once, and the row group before it
-// is served. (Before: a label slot and a skip record per claimed row,
+// rows for a row group of five is checked against the bytes of the
+// group's image chunk (a row takes one at least) before a label slot or
+// a skip record is made a row: the rest of the file is left out, said
+// once, and the row group before it is served. (Before: a label slot and a skip record per claimed row,
 // 3.41 GiB for the held-out suite's file.)
 func TestAClaimedRowCountIsCheckedFirst(t *testing.T) {
 	_, _, _, body, meta := hubParquet(t)
@@ -252,7 +252,7 @@ func TestAClaimedRowCountIsCheckedFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	said := src.(source.Skipper).Skipped()
-	if src.Len() != 5 || len(said) != 1 || !strings.Contains(said[0], "the footer says 10000000 rows, its label pages hold 5 values") {
+	if src.Len() != 5 || len(said) != 1 || !strings.Contains(said[0], "row group 1: the footer says 10000000 rows, over the 19946 bytes of its image column") {
 		t.Fatalf("%d samples; %d said, the first %q", src.Len(), len(said), firstOf(said))
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/parquet-go/parquet-go"
+	"github.com/tsock/tsock/producer/source/internal/pqfile"
 
 	"github.com/tsock/tsock/producer/source/wds"
 )
@@ -42,60 +42,90 @@ func indexParquet(ctx context.Context, files shardFiles, name string, cols Colum
 		return fail(err)
 	}
 	ix.footer, ix.pq = pq.footer, pq
-	for g := range len(pq.groups) - 1 {
-		first, rows := pq.groups[g], pq.groups[g+1]-pq.groups[g]
-		var raw []byte
-		lc := pq.label
-		if lc >= 0 {
-			off, read, _ := pq.chunk(g, lc)
-			raw = make([]byte, read)
-			if err := files.readAt(ctx, name, version, raw, off); err != nil {
-				return fail(err)
+	pq.footer = nil // the index file's to keep, not the mount's
+	defer func() { pq.labels = nil }()
+	for g, rg := range pq.groups {
+		if pq.label < 0 {
+			for r := range rg.rows {
+				ix.samples = append(ix.samples, wds.Sample{Key: rowKey(rg.first + r), Offset: rg.first + r})
 			}
-			// The footer's row count is checked against what the label
-			// pages hold before a slot or a skip is made a row: a footer
-			// that claims ten million rows over five values is the
-			// file's lie (the rest of it left out, counted once), not ten
-			// million skipped rows.
-			if _, values, err := pagesNeed(raw, pq.codec(g, lc)); err == nil && values != rows {
-				ix.broke = fmt.Errorf("%w: row group %d: the footer says %d rows, its label pages hold %d values", errNotParquet, g, rows, values)
-				return ix
-			}
+			continue
 		}
-		labels := make([]int64, rows)
-		if lc >= 0 {
-			off, _, _ := pq.chunk(g, lc)
-			err := pq.values(g, lc, raw, off, labelRoom(rows), func(row int, v parquet.Value) error {
-				switch {
-				case v.IsNull():
-					labels[row] = -1
-				case v.Kind() == parquet.Int32:
-					labels[row] = int64(v.Int32())
-				default:
-					labels[row] = v.Int64()
-				}
-				return nil
-			})
-			if err != nil {
-				for r := range rows {
-					ix.skips = append(ix.skips, wds.Skip{Key: rowKey(first + r), Why: fmt.Sprintf("its labels do not decode: %v", err)})
-				}
-				continue
-			}
+		ch := pq.labels[g]
+		raw := make([]byte, ch.Size)
+		if err := files.readAt(ctx, name, version, raw, ch.Off); err != nil {
+			return fail(err)
 		}
-		for r, l := range labels {
-			key := rowKey(first + int64(r))
+		col := pq.labelCol
+		col.Codec = ch.Codec
+		samples, skips := len(ix.samples), len(ix.skips)
+		// The row count is checked against the label pages' value counts
+		// before a value is decoded, and a run of levels is never
+		// expanded: a footer that claims more rows than the pages hold
+		// loses its row group, said once for all its rows.
+		err := pq.values(g, col, raw, labelRoom(rg.rows), func(row int, v pqfile.Value) error {
+			r := rg.first + int64(row)
 			switch {
-			case l < 0:
-				ix.skips = append(ix.skips, wds.Skip{Key: key, Why: fmt.Sprintf("label %d (null or negative)", l)})
-			case l > maxLabel:
-				ix.skips = append(ix.skips, wds.Skip{Key: key, Why: fmt.Sprintf("label %d is over %d", l, maxLabel)})
+			case v.Null || v.Int < 0:
+				ix.skips = skipRow(ix.skips, r, "its label is null or negative")
+			case v.Int > maxLabel:
+				ix.skips = skipRow(ix.skips, r, fmt.Sprintf("its label is over %d", maxLabel))
 			default:
-				ix.samples = append(ix.samples, wds.Sample{Key: key, Offset: first + int64(r), Label: int(l)})
+				ix.samples = append(ix.samples, wds.Sample{Key: rowKey(r), Offset: r, Label: int(v.Int)})
 			}
+			return nil
+		})
+		if err != nil {
+			ix.samples, ix.skips = ix.samples[:samples], ix.skips[:skips]
+			ix.skips = append(ix.skips, wds.Skip{Key: rowsKey(rg.first, rg.rows), Why: fmt.Sprintf("its labels do not decode: %v", err), Rows: rg.rows})
 		}
 	}
+	ix.broke = pq.cut
 	return ix
+}
+
+// skipRow leaves row r out for why: one more row of the skip before it
+// where that skip is the row before's, for the same reason (a run of a
+// million null labels is one skip, counted as a million rows).
+func skipRow(skips []wds.Skip, r int64, why string) []wds.Skip {
+	if n := len(skips); n > 0 && skips[n-1].Why == why && skips[n-1].Rows > 0 {
+		last := &skips[n-1]
+		if first, ok := rowsFirst(last.Key); ok && first+last.Rows == r {
+			last.Rows++
+			last.Key = rowsKey(first, last.Rows)
+			return skips
+		}
+	}
+	return append(skips, wds.Skip{Key: rowKey(r), Why: why, Rows: 1})
+}
+
+// rowsKey names rows first to first+n-1 of a file.
+func rowsKey(first, n int64) string {
+	if n == 1 {
+		return rowKey(first)
+	}
+	return fmt.Sprintf("rows %d to %d", first, first+n-1)
+}
+
+// rowsFirst is the first row a rowsKey names.
+func rowsFirst(key string) (int64, bool) {
+	var first int64
+	if _, err := fmt.Sscanf(key, "row %d", &first); err == nil {
+		return first, true
+	}
+	if _, err := fmt.Sscanf(key, "rows %d to", &first); err == nil {
+		return first, true
+	}
+	return 0, false
+}
+
+// skipped is how many samples skips stand for.
+func skipped(skips []wds.Skip) int64 {
+	var n int64
+	for _, sk := range skips {
+		n += sk.Samples()
+	}
+	return n
 }
 
 // labelRoom is the most a label column of rows may take decompressed:
@@ -189,11 +219,10 @@ func parquetClasses(paths []string, pqs []*parquetShard, cols Columns, maxLabel 
 		if pq == nil || pq.label < 0 {
 			continue
 		}
-		meta, ok := pq.file.Lookup("huggingface")
-		if !ok {
+		if pq.hub == "" {
 			continue
 		}
-		names, err := hubClassNames(meta, cols.label())
+		names, err := hubClassNames(pq.hub, cols.label())
 		switch {
 		case err != nil:
 			return numbers(), fmt.Sprintf("%s: %v: the classes are named by their numbers", paths[i], err)
@@ -207,23 +236,22 @@ func parquetClasses(paths []string, pqs []*parquetShard, cols Columns, maxLabel 
 	return numbers(), ""
 }
 
-// imageRows decodes row group g's image chunk (raw, read at off) into
+// imageRows decodes row group g's image chunk (raw: its bytes) into
 // dst, and returns where each row's image ends in it; a null image's is
-// -1-end, end the row before's.
-// An image past dst's room (the footer's sizes lied) is an error.
-func (pq *parquetShard) imageRows(g int, raw []byte, off int64, dst []byte) ([]int64, error) {
-	ends := make([]int64, 0, pq.groups[g+1]-pq.groups[g])
+// -1-end, end the row before's. An image past dst's room (the footer's
+// sizes lied) is an error.
+func (pq *parquetShard) imageRows(g int, raw []byte, dst []byte) ([]int64, error) {
+	ends := make([]int64, 0, pq.groups[g].rows)
 	at := int64(0)
-	err := pq.values(g, pq.image, raw, off, int64(len(dst)), func(row int, v parquet.Value) error {
-		if v.IsNull() {
+	err := pq.values(g, pq.imageCol(g), raw, int64(len(dst)), func(row int, v pqfile.Value) error {
+		if v.Null {
 			ends = append(ends, -1-at)
 			return nil
 		}
-		b := v.ByteArray()
-		if at+int64(len(b)) > int64(len(dst)) {
-			return fmt.Errorf("images of more than the %d bytes the footer says the column holds", len(dst))
+		if at+int64(len(v.Bytes)) > int64(len(dst)) {
+			return fmt.Errorf("images of more than the %d bytes the footer says the column holds (%w)", len(dst), errTooBig)
 		}
-		at += int64(copy(dst[at:], b))
+		at += int64(copy(dst[at:], v.Bytes))
 		ends = append(ends, at)
 		return nil
 	})

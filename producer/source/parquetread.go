@@ -3,26 +3,9 @@ package source
 import (
 	"context"
 	"fmt"
-	"io"
+
+	"github.com/tsock/tsock/producer/source/internal/pqfile"
 )
-
-// chunkReader serves a column chunk's bytes, read into data, at their
-// offsets in the file: what parquet-go's page reader asks of a file.
-type chunkReader struct {
-	off  int64
-	data []byte
-}
-
-func (c *chunkReader) ReadAt(p []byte, off int64) (int, error) {
-	if off < c.off || off > c.off+int64(len(c.data)) {
-		return 0, fmt.Errorf("read at %d outside the column chunk at %d+%d", off, c.off, len(c.data))
-	}
-	n := copy(p, c.data[off-c.off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
 
 // cutGroups makes a Parquet dataset's pieces: a row group's image column
 // chunk each, whatever the target (a chunk is read whole or not at all).
@@ -35,7 +18,7 @@ func (s *Shards) cutGroups() {
 			smp := &s.samples[i]
 			if sg, _ := pq.group(smp.offset); sg != g {
 				g = sg
-				off, read, held := pq.chunk(g, pq.image)
+				off, read, held := pq.chunk(g)
 				s.pieces = append(s.pieces, piece{shard: sh, group: int32(g), off: off, size: held, read: read})
 			}
 			smp.piece = int32(len(s.pieces) - 1)
@@ -51,7 +34,7 @@ func (s *Shards) readGroup(ctx context.Context, pc piece, buf []byte) ([]int64, 
 	if err != nil {
 		return nil, err
 	}
-	ends, err := s.pq[pc.shard].imageRows(int(pc.group), raw, pc.off, buf)
+	ends, err := s.pq[pc.shard].imageRows(int(pc.group), raw, buf)
 	if err != nil {
 		return nil, &groupError{err: err}
 	}
@@ -71,7 +54,7 @@ func (s *Shards) readChunk(ctx context.Context, pc piece) ([]byte, error) {
 // rowInGroup is Parquet sample i's row in its piece's row group.
 func (s *Shards) rowInGroup(i int) int64 {
 	smp := s.samples[i]
-	return smp.offset - s.pq[smp.shard].groups[s.pieces[smp.piece].group]
+	return smp.offset - s.pq[smp.shard].groups[s.pieces[smp.piece].group].first
 }
 
 // aloneRoom is the most a row group read for one sample may take
@@ -101,16 +84,19 @@ func (s *Shards) parquetAlone(ctx context.Context, i int, scratch *[]byte) ([]by
 		return nil, err
 	}
 	pq := s.pq[pc.shard]
-	need, _, err := pagesNeed(raw, pq.codec(int(pc.group), pq.image))
-	if err == nil && need > s.aloneRoom() {
+	g := int(pc.group)
+	need, _, err := pqfile.Need(raw, pq.groups[g].chunk.Codec)
+	if err != nil {
+		err = fmt.Errorf("row group %d: %w", pq.groups[g].num, err)
+	} else if need > s.aloneRoom() {
 		err = fmt.Errorf("row group %d: its pages take %d bytes decompressed, over the %d a row group read for one sample may (the shard memory, or %d) (%w)",
-			pc.group, need, s.aloneRoom(), DefaultShardMemory, errTooBig)
+			pq.groups[g].num, need, s.aloneRoom(), DefaultShardMemory, errTooBig)
 	}
 	var buf []byte
 	var ends []int64
 	if err == nil {
 		buf = make([]byte, need)
-		ends, err = pq.imageRows(int(pc.group), raw, pc.off, buf)
+		ends, err = pq.imageRows(g, raw, buf)
 	}
 	if err != nil { // what the chunk's own bytes say: its rows are skipped
 		return nil, fmt.Errorf("%s: %w", s.Name(i), &groupError{err: err})

@@ -33,12 +33,14 @@ import (
 //
 // Layout, little-endian, every count and length a uvarint: the magic; the
 // number of shards; per shard its name, version, size, its samples (key,
-// offset, size, label each), its skips (key, why each), where it broke
+// offset, size, label each), its skips (key, why, rows each), where it broke
 // off ("" if it did not), a Parquet file's footer ("" for a tar; a
 // Parquet sample's offset is its row) and the rows it left out whole,
 // and why; then the CRC-32 (IEEE) of all
-// before it. Version 1 had no footers: such a file is indexed again.
-const indexMagic = "tsock shard index 2\n"
+// before it. Version 1 had no footers, version 2 no skip's rows (a
+// Parquet run of rows left out for one reason): such a file is indexed
+// again.
+const indexMagic = "tsock shard index 3\n"
 
 // indexFamily begins every version's magic: a file that begins with it
 // is tsock's own, of this version or an older (indexed again and
@@ -71,6 +73,7 @@ func encodeIndex(names []string, ixs []shardIndex) []byte {
 		for _, sk := range ix.skips {
 			str(sk.Key)
 			str(sk.Why)
+			num(sk.Rows)
 		}
 		broke := ""
 		if ix.broke != nil {
@@ -116,7 +119,7 @@ func decodeIndex(data []byte) (names []string, ixs []shardIndex, err error) {
 			ix.samples = append(ix.samples, smp)
 		}
 		for range d.count(2) {
-			ix.skips = append(ix.skips, wds.Skip{Key: d.str(), Why: d.str()})
+			ix.skips = append(ix.skips, wds.Skip{Key: d.str(), Why: d.str(), Rows: d.num(maxGroupRows)})
 		}
 		if broke := d.str(); broke != "" {
 			ix.broke = errors.New(broke)

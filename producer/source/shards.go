@@ -320,14 +320,14 @@ func (s *Shards) add(shard int32, ix shardIndex, typical int) {
 	}
 	for _, sk := range ix.skips {
 		s.skipped = append(s.skipped, fmt.Sprintf("%s: %s: %s", path, sk.Key, sk.Why))
+		s.leftOut += int(sk.Samples())
 	}
-	s.leftOut += len(ix.skips)
 	if ix.lost > 0 {
 		s.skipped = append(s.skipped, fmt.Sprintf("%s: its %d rows: %s", path, ix.lost, ix.lostWhy))
 		s.leftOut += int(ix.lost)
 	}
 	if ix.broke != nil {
-		lost := max(1, typical-len(ix.samples)-len(ix.skips))
+		lost := max(1, typical-len(ix.samples)-int(skipped(ix.skips)))
 		what := "shard"
 		if s.pq != nil {
 			what = "file"

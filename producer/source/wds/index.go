@@ -20,10 +20,16 @@ type Sample struct {
 	Label  int
 }
 
-// Skip is a group of members left out, and why.
+// Skip is a group of members left out, and why; or, for a Parquet file,
+// a run of Rows rows (Key names the first and last) left out for one
+// reason.
 type Skip struct {
 	Key, Why string
+	Rows     int64 // the samples it stands for; 0 is one
 }
+
+// Samples is how many samples s stands for.
+func (s Skip) Samples() int64 { return max(s.Rows, 1) }
 
 // MaxLabelBytes bounds a label member (.cls, .json) read at index time.
 const MaxLabelBytes = 64 << 10
@@ -185,11 +191,11 @@ func (ix *indexer) flush() {
 	ix.open = false
 	switch {
 	case ix.size < 0:
-		ix.skips = append(ix.skips, Skip{ix.key, "no image member (" + strings.Join(sortedExts(), " ") + ")"})
+		ix.skips = append(ix.skips, Skip{Key: ix.key, Why: "no image member (" + strings.Join(sortedExts(), " ") + ")"})
 	case ix.cls < 0 && ix.clsWhy != "":
-		ix.skips = append(ix.skips, Skip{ix.key, ix.clsWhy})
+		ix.skips = append(ix.skips, Skip{Key: ix.key, Why: ix.clsWhy})
 	case ix.cls < 0:
-		ix.skips = append(ix.skips, Skip{ix.key, `no label: KEY.cls or KEY.json with "label"`})
+		ix.skips = append(ix.skips, Skip{Key: ix.key, Why: `no label: KEY.cls or KEY.json with "label"`})
 	default:
 		ix.samples = append(ix.samples, Sample{Key: ix.key, Offset: ix.offset, Size: ix.size, Label: ix.cls})
 	}
@@ -200,7 +206,7 @@ func (ix *indexer) flush() {
 func (ix *indexer) cutOff() {
 	if ix.open {
 		ix.open = false
-		ix.skips = append(ix.skips, Skip{ix.key, "the shard breaks off inside it"})
+		ix.skips = append(ix.skips, Skip{Key: ix.key, Why: "the shard breaks off inside it"})
 	}
 }
 
