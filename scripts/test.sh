@@ -34,7 +34,7 @@ mypyout=$(mktemp /tmp/tsock-mypy.XXXXXX)
 # whole run stays within 10 minutes).
 fuzz() {
 	local failed=0 target fuzzlog
-	for target in batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset producer/skipbudget:FuzzParse batchstore/batchfile:FuzzParse producer/source/wds:FuzzIndex producer/source/wds:FuzzExpand producer/source:FuzzS3Keys producer/source:FuzzShardIndex producer/source:FuzzHubClassNames producer/source:FuzzParseColumns producer/source:FuzzParquetFile producer/source/remote:FuzzSharedConfig producer/source/remote:FuzzRedact producer/source/remote:FuzzContentRange producer/pipeline:FuzzDecode cmd/tsock:FuzzMountFlags cmd/tsock:FuzzStatusView; do
+	for target in batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset producer/skipbudget:FuzzParse batchstore/batchfile:FuzzParse producer/source/wds:FuzzIndex producer/source/wds:FuzzExpand producer/source:FuzzS3Keys producer/source:FuzzShardIndex producer/source:FuzzHubClassNames producer/source:FuzzParseColumns producer/source:FuzzParquetFile producer/source/internal/pqfile:FuzzFooter producer/source/internal/pqfile:FuzzChunk producer/source/remote:FuzzSharedConfig producer/source/remote:FuzzRedact producer/source/remote:FuzzContentRange producer/pipeline:FuzzDecode cmd/tsock:FuzzMountFlags cmd/tsock:FuzzStatusView; do
 		fuzzlog=$(mktemp /tmp/tsock-fuzz.XXXXXX)
 		go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime 6s -fuzzminimizetime 2s "./${target%%:*}" >"$fuzzlog" 2>&1 || true
 		cat "$fuzzlog" >>"$fuzzout"

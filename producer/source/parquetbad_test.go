@@ -1,12 +1,14 @@
 package source_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -263,4 +265,108 @@ func firstOf(said []string) string {
 		return ""
 	}
 	return said[0]
+}
+
+// allocated is what f allocates, all told.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestHostileFilesCostWhatTheyHold: a good file beside a footer claiming
+// a terabyte for a chunk and a footer of 200,000 empty row groups, in a
+// shard memory of 64 MiB: opening them allocates about their footers'
+// bytes and keeps nothing of the empty groups, and no sample's read
+// allocates more than the shard memory and a few MiB, however it is
+// read (in pieces or alone); every row is served. (Before: a footer of
+// 500,000 empty row groups cost 1.62 GiB at open and 934 MiB kept.)
+func TestHostileFilesCostWhatTheyHold(t *testing.T) {
+	_, path, data, body, meta := hubParquet(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a-good.parquet"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	claim := meta
+	claim.RowGroups = append([]format.RowGroup{}, meta.RowGroups...)
+	claim.RowGroups[1].Columns = append([]format.ColumnChunk{}, meta.RowGroups[1].Columns...)
+	claim.RowGroups[1].Columns[0].MetaData.TotalUncompressedSize = 1 << 40
+	if err := os.WriteFile(filepath.Join(dir, "b-claims.parquet"), withFooter(t, body, &claim), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := meta
+	empty.RowGroups = append([]format.RowGroup{}, meta.RowGroups...)
+	none := format.RowGroup{} // as small as a group may be: its chunks' offsets and sizes
+	for _, c := range meta.RowGroups[0].Columns {
+		md := c.MetaData
+		none.Columns = append(none.Columns, format.ColumnChunk{MetaData: format.ColumnMetaData{Type: md.Type, Codec: md.Codec,
+			DataPageOffset: md.DataPageOffset, TotalCompressedSize: md.TotalCompressedSize, TotalUncompressedSize: md.TotalUncompressedSize}})
+	}
+	for range 200_000 {
+		empty.RowGroups = append(empty.RowGroups, none)
+	}
+	emptyFile := withFooter(t, body, &empty)
+	empty.RowGroups = nil
+	if err := os.WriteFile(filepath.Join(dir, "c-empty-groups.parquet"), emptyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	footers := int64(len(emptyFile) - len(body))
+	emptyFile = nil
+	const memory = 64 << 20
+	var src source.Source
+	var heapBefore, heapAfter runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&heapBefore)
+	opened := allocated(func() {
+		var err error
+		src, err = source.Open(context.Background(), filepath.Join(dir, "*.parquet"), source.Options{Shards: &source.ShardSpace{Memory: memory, Batch: 4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	runtime.GC()
+	runtime.ReadMemStats(&heapAfter)
+	kept := int64(heapAfter.HeapAlloc) - int64(heapBefore.HeapAlloc)
+	t.Logf("opening footers of %d KiB allocated %d KiB and kept %d KiB", footers>>10, opened>>10, kept>>10)
+	if opened > uint64(3*footers+16<<20) || kept > 4<<20 {
+		t.Errorf("opening footers of %d MiB allocated %d MiB and kept %d KiB", footers>>20, opened>>20, kept>>10)
+	}
+	honest, err := source.Open(context.Background(), path, source.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Len() != 3*honest.Len() {
+		t.Fatalf("%d samples, want the good file's %d three times; left out: %v", src.Len(), honest.Len(), src.(source.Skipper).Skipped())
+	}
+	order := make([]int, src.Len())
+	for i := range order {
+		order[i] = i
+	}
+	if sh, ok := source.As[source.Sharded](src); ok {
+		sh.Schedule(order, nil)
+		defer sh.Schedule(nil, nil)
+	}
+	var scratch []byte
+	var most uint64
+	for _, i := range order {
+		var b []byte
+		n := allocated(func() {
+			var err error
+			if b, err = src.Encoded(context.Background(), i, &scratch); err != nil {
+				t.Fatalf("sample %d (%s): %v", i, src.Name(i), err)
+			}
+		})
+		most = max(most, n)
+		want, err := honest.Encoded(context.Background(), i%honest.Len(), new([]byte))
+		if err != nil || !bytes.Equal(b, want) {
+			t.Fatalf("sample %d (%s): %d bytes, want %d (%v)", i, src.Name(i), len(b), len(want), err)
+		}
+	}
+	t.Logf("a sample's read allocated %d KiB at most", most>>10)
+	if most > memory+16<<20 {
+		t.Errorf("a sample's read allocated %d MiB, over the shard memory's %d and 16", most>>20, memory>>20)
+	}
 }

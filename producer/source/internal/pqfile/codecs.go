@@ -122,23 +122,32 @@ var (
 )
 
 // stream decodes src with a pooled decoder into exactly dst: one byte
-// more than dst is an error, read as one byte, never as more.
+// more than dst is an error, read as one byte, never as more. A decoder
+// goes back to its pool only after a clean decode (one left mid-stream
+// by an error is not trusted to reset).
 func stream(p *pool, src, dst []byte) error {
 	s := p.Get().(streamer)
-	defer p.Put(s)
+	err := streamInto(p.name, s, src, dst)
+	if err == nil {
+		p.Put(s)
+	}
+	return err
+}
+
+func streamInto(name string, s streamer, src, dst []byte) error {
 	r, err := s.reset(src)
 	if err != nil {
-		return fmt.Errorf("%s: %w", p.name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	if n, err := io.ReadFull(r, dst); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || err == io.EOF {
-			return fmt.Errorf("%s gave %d bytes, the header says %d", p.name, n, len(dst))
+			return fmt.Errorf("%s gave %d bytes, the header says %d", name, n, len(dst))
 		}
-		return fmt.Errorf("%s: %w", p.name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	var one [1]byte
 	if n, _ := r.Read(one[:]); n > 0 {
-		return fmt.Errorf("%s gives more than the %d bytes the header says", p.name, len(dst))
+		return fmt.Errorf("%s gives more than the %d bytes the header says", name, len(dst))
 	}
 	return nil
 }

@@ -35,8 +35,8 @@ func Decode(raw []byte, col Column, rows, limit int64, each func(v Value) error)
 	}
 	var need, total int64
 	for _, p := range ps {
-		if says, ok := declared(col.Codec, p.compressedPart()); ok && says > int64(p.h.uncompressed)-int64(p.levelBytes()) {
-			return fmt.Errorf("the page at byte %d of its chunk decompresses to %d bytes by its own word, over the %d its header says", p.at, says, p.h.uncompressed)
+		if err := p.checkCodec(col.Codec); err != nil {
+			return err
 		}
 		need += int64(p.h.uncompressed)
 		if p.h.typ == dataPage || p.h.typ == dataPageV2 {

@@ -146,8 +146,8 @@ func Need(raw []byte, codec Codec) (need, values int64, err error) {
 		return 0, 0, err
 	}
 	for _, p := range ps {
-		if says, ok := declared(codec, p.compressedPart()); ok && says > int64(p.h.uncompressed)-int64(p.levelBytes()) {
-			return 0, 0, fmt.Errorf("the page at byte %d of its chunk decompresses to %d bytes by its own word, over the %d its header says", p.at, says, p.h.uncompressed)
+		if err := p.checkCodec(codec); err != nil {
+			return 0, 0, err
 		}
 		need += int64(p.h.uncompressed)
 		if p.h.typ == dataPage || p.h.typ == dataPageV2 {
@@ -194,6 +194,43 @@ func declared(codec Codec, data []byte) (int64, bool) {
 		return zstdContentSize(data)
 	}
 	return 0, false
+}
+
+// zstdWindowRoom is the window a zstd frame may ask for over its page's
+// size: what an encoder that does not know its input's size takes at its
+// usual levels.
+const zstdWindowRoom = 8 << 20
+
+// zstdWindow reads a zstd frame header's window size (RFC 8878,
+// 3.1.1.1.2): the history its decoder allocates. A single-segment frame's
+// is its content size.
+func zstdWindow(data []byte) (int64, bool) {
+	if len(data) < 6 || binary.LittleEndian.Uint32(data) != 0xFD2FB528 {
+		return 0, false
+	}
+	if data[4]&0x20 != 0 {
+		return zstdContentSize(data)
+	}
+	exp, mant := int64(data[5]>>3), int64(data[5]&7)
+	base := int64(1) << (10 + exp)
+	return base + base/8*mant, true
+}
+
+// checkCodec checks what a page's codec says of it against its header,
+// before it is decompressed: no more bytes than the header says, and a
+// zstd window no larger than the page (or an encoder's usual window).
+func (p page) checkCodec(codec Codec) error {
+	data := p.compressedPart()
+	size := int64(p.h.uncompressed) - int64(p.levelBytes())
+	if says, ok := declared(codec, data); ok && says > size {
+		return fmt.Errorf("the page at byte %d of its chunk decompresses to %d bytes by its own word, over the %d its header says", p.at, says, size)
+	}
+	if codec == Zstd {
+		if w, ok := zstdWindow(data); ok && w > max(size, zstdWindowRoom) {
+			return fmt.Errorf("the page at byte %d of its chunk asks a zstd window of %d bytes, for %d bytes", p.at, w, size)
+		}
+	}
+	return nil
 }
 
 // zstdContentSize reads a zstd frame header's Frame_Content_Size (RFC
