@@ -43,6 +43,9 @@ type ParquetOptions struct {
 	ExtraBytes int
 	// Edit, if set, changes a row before it is written (a null image).
 	Edit func(i int, row *HubRow)
+	// PageBytes bounds a page (0: parquet-go's default): small pages make
+	// a row's page much less than its row group.
+	PageBytes int
 }
 
 // Parquet writes the samples of ImageFolder dir, in its order, as
@@ -78,21 +81,25 @@ func Parquet(t testing.TB, dir string, o ParquetOptions) string {
 			}
 			rows = append(rows, row)
 		}
-		WriteParquet(t, filepath.Join(out, fmt.Sprintf("train-%05d.parquet", f)), rows, o.RowsPerGroup, o.Codecs[f%len(o.Codecs)], *o.Meta)
+		var opts []parquet.WriterOption
+		if o.PageBytes > 0 {
+			opts = append(opts, parquet.PageBufferSize(o.PageBytes))
+		}
+		WriteParquet(t, filepath.Join(out, fmt.Sprintf("train-%05d.parquet", f)), rows, o.RowsPerGroup, o.Codecs[f%len(o.Codecs)], *o.Meta, opts...)
 	}
 	return fmt.Sprintf("%s/train-{00000..%05d}.parquet", out, o.Files-1)
 }
 
 // WriteParquet writes rows to path in row groups of perGroup rows,
 // compressed with codec (snappy, zstd, lz4raw, gzip, brotli or none), with meta as its
-// "huggingface" metadata ("": none).
-func WriteParquet[T any](t testing.TB, path string, rows []T, perGroup int, codec, meta string) {
+// "huggingface" metadata ("": none), and more options.
+func WriteParquet[T any](t testing.TB, path string, rows []T, perGroup int, codec, meta string, more ...parquet.WriterOption) {
 	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := []parquet.WriterOption{parquet.MaxRowsPerRowGroup(int64(perGroup))}
+	opts := append([]parquet.WriterOption{parquet.MaxRowsPerRowGroup(int64(perGroup))}, more...)
 	switch codec {
 	case "snappy":
 		opts = append(opts, parquet.Compression(&parquet.Snappy))
@@ -113,8 +120,10 @@ func WriteParquet[T any](t testing.TB, path string, rows []T, perGroup int, code
 	}
 	w := parquet.NewGenericWriter[T](f, opts...)
 	for at := 0; at < len(rows); at += perGroup {
-		if _, err := w.Write(rows[at:min(at+perGroup, len(rows))]); err != nil {
-			t.Fatal(err)
+		for k := at; k < min(at+perGroup, len(rows)); k++ { // a row at a time: a page closes where its bytes reach PageBufferSize
+			if _, err := w.Write(rows[k : k+1]); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := w.Flush(); err != nil {
 			t.Fatal(err)

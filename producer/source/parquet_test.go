@@ -3,6 +3,7 @@ package source_test
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -209,4 +210,66 @@ func TestValidParquetIsReadWhole(t *testing.T) {
 	mixed := filepath.Join(t.TempDir(), "mixed.parquet")
 	producertest.SpliceParquet(t, mixed, parts...)
 	check("row groups of "+strings.Join(codecs, ", "), mixed, len(codecs))
+}
+
+// TestARowGroupIsReadOnceAnEpoch: a sparse subset (every fifth row, in a
+// shuffled order) reads each row group it wants once an epoch where the
+// shard memory holds it (it used to read and decode the whole group for
+// each of its rows: a fifth is under the quarter a tar piece needs to be
+// read whole); with no shard memory at all, a row group is read whole
+// the first time, and from then on each row is its own page (and never
+// the group): an epoch then reads about its rows' share of the groups'
+// bytes (a fifth; parquet-go's pages carry each image twice more, as
+// statistics, so a page is some three times its image here).
+func TestARowGroupIsReadOnceAnEpoch(t *testing.T) {
+	dir := producertest.Folder(t, 60, 3)
+	want, err := source.ScanFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := producertest.Parquet(t, dir, producertest.ParquetOptions{Files: 1, RowsPerGroup: 20, PageBytes: 1024})
+	chunks, groups := producertest.ImageChunks(t, filepath.Dir(spec))
+	var subset []int
+	var wanted int64
+	for i := 0; i < want.Len(); i += 5 {
+		subset = append(subset, i)
+		img, err := os.ReadFile(want.Name(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wanted += int64(len(img))
+	}
+	order := append([]int{}, subset...)
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+	check := func(what string, src source.Source) {
+		t.Helper()
+		got := epochOf(t, src, order)
+		for _, i := range subset {
+			img, _ := os.ReadFile(want.Name(i))
+			if !bytes.Equal(got[i], img) {
+				t.Fatalf("%s: sample %d: %d bytes, want %s's %d", what, i, len(got[i]), want.Name(i), len(img))
+			}
+		}
+	}
+	for _, memory := range []int64{64 << 20, 0} {
+		src, err := source.Open(context.Background(), spec, source.Options{Shards: &source.ShardSpace{Memory: memory, Batch: 4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh := src.(source.Sharded)
+		check("epoch 1", src)
+		first := sh.Stats()
+		check("epoch 2", src)
+		second := sh.Stats()
+		reads, bytes := second.Reads+second.AloneReads-first.Reads-first.AloneReads, second.ReadBytes+second.AloneReadBytes-first.ReadBytes-first.AloneReadBytes
+		t.Logf("shard memory %d: epoch 1 read %d times, %d bytes; epoch 2 %d times, %d bytes; %d rows of %d bytes wanted, %d row groups of %d bytes",
+			memory, first.Reads+first.AloneReads, first.ReadBytes+first.AloneReadBytes, reads, bytes, len(subset), wanted, groups, chunks)
+		switch {
+		case memory > 0 && (first.Reads != int64(groups) || first.AloneReads != 0 || reads != int64(groups)):
+			t.Errorf("shard memory %d: epochs read %d and %d row groups whole and %d samples alone; want each of the %d groups once an epoch", memory, first.Reads, reads, first.AloneReads, groups)
+		case memory == 0 && (first.AloneReadBytes > 2*chunks || reads != int64(len(subset)) || 4*bytes > chunks):
+			t.Errorf("no shard memory: epoch 1 read %d bytes (the groups are %d), epoch 2 %d reads of %d bytes; want a read a row (%d rows), about their fifth of the groups' bytes",
+				first.AloneReadBytes, chunks, reads, bytes, len(subset))
+		}
+	}
 }

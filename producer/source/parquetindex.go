@@ -265,7 +265,7 @@ func rowImage(data []byte, ends []int64, row int64) ([]byte, error) {
 		return nil, fmt.Errorf("row %d of a row group of %d: %w", row, len(ends), ErrShardChanged)
 	}
 	if ends[row] < 0 {
-		return nil, errors.New("its image is null")
+		return nil, errNullImage
 	}
 	from := int64(0)
 	if row > 0 {

@@ -160,9 +160,9 @@ func (s *Shards) wholePieces(order []int) (whole []bool, left []int32, seq []int
 	}
 	budget := s.memory + s.disk
 	for p, pc := range s.pieces {
-		// Read whole where the epoch wants a good part of it and it fits
-		// the budget beside a few others.
-		whole[p] = pc.samples > 0 && int64(left[p])*wholeFraction >= int64(pc.samples) && pc.size > 0 && pc.size <= budget/4
+		// Read whole where the epoch wants enough of it (the format's
+		// rule) and it fits the budget beside a few others.
+		whole[p] = pc.samples > 0 && s.wantsWhole(left[p], pc.samples) && pc.size > 0 && pc.size <= budget/4
 	}
 	seen := make([]bool, len(s.pieces))
 	for _, i := range order {
@@ -173,6 +173,18 @@ func (s *Shards) wholePieces(order []int) (whole []bool, left []int32, seq []int
 		}
 	}
 	return whole, left, seq
+}
+
+// wantsWhole says whether a piece of samples, of which the epoch wants
+// left, is read whole: a tar piece where a good part is wanted (a sample
+// alone is a ranged read of its own bytes), a Parquet row group where
+// any row is (a row alone decodes a page at least: the group is read and
+// decoded once an epoch, however sparse the rows it wants).
+func (s *Shards) wantsWhole(left, samples int32) bool {
+	if s.pq != nil {
+		return left > 0
+	}
+	return int64(left)*wholeFraction >= int64(samples)
 }
 
 // schedule replaces the reader's schedule. The shards held that the new epoch

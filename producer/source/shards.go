@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -58,8 +59,14 @@ type Shards struct {
 	labels       string // where every label is 0 for want of a label column, why: status says it
 	// pq holds each Parquet file's footer, parsed (parquet.go); nil for
 	// tar shards.
-	pq   []*parquetShard
-	cols Columns
+	pq    []*parquetShard
+	cols  Columns
+	spans pageSpans // of Parquet row groups read alone (parquetread.go)
+
+	// aloneReads and aloneBytes count the reads of samples read alone
+	// (not in a piece): ranged reads of a tar member, a Parquet chunk or
+	// page.
+	aloneReads, aloneBytes atomic.Int64
 
 	checks                    shardVersions   // this epoch's checks of shards' versions (shardversion.go)
 	ctx                       context.Context // the open's: it ends every check (a stopping daemon waits on none)
@@ -467,6 +474,13 @@ func (s *Shards) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, e
 	if err := s.files.readAt(ctx, s.paths[smp.shard], s.versions[smp.shard], b, smp.offset); err != nil {
 		return nil, err
 	}
+	s.aloneRead(int64(n))
 	s.verified(smp.shard)
 	return b, nil
+}
+
+// aloneRead counts a read of n bytes for a sample read alone.
+func (s *Shards) aloneRead(n int64) {
+	s.aloneReads.Add(1)
+	s.aloneBytes.Add(n)
 }

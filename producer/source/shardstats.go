@@ -66,6 +66,9 @@ type ShardStats struct {
 	HeldBytes        int64
 	Reading          int   // shards being read now
 	Reads, ReadBytes int64 // whole-shard reads so far
+	// AloneReads and AloneReadBytes are the reads of samples read alone
+	// so far (a tar member; a Parquet row group's chunk, or one page).
+	AloneReads, AloneReadBytes int64
 	// LastEpochReads and LastEpochReadBytes are those of the last epoch
 	// whose schedule ended (the next was scheduled); EpochsScheduled,
 	// how many were.
@@ -98,6 +101,7 @@ func (s *Shards) Stats() ShardStats {
 	}
 	st.Held, st.HeldBytes, st.Reading, st.DiskMapped = s.Held()
 	st.Reads, st.ReadBytes = s.WholeReads()
+	st.AloneReads, st.AloneReadBytes = s.aloneReads.Load(), s.aloneBytes.Load()
 	s.readerMu.Lock()
 	st.LastEpochReads, st.LastEpochReadBytes, st.EpochsScheduled = s.epochs.lastReads, s.epochs.lastBytes, s.epochs.scheduled
 	s.readerMu.Unlock()

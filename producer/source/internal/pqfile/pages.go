@@ -262,3 +262,37 @@ func zstdContentSize(data []byte) (int64, bool) {
 	}
 	return int64(min(fcs, 1<<62)), true
 }
+
+// Span is a page of a chunk: where it is (its header's byte in the
+// chunk, and its bytes, header included), the values it holds, and
+// whether it is the chunk's dictionary. A chunk's spans let one row be
+// read as its own page (and the dictionary, where there is one) rather
+// than as the whole chunk.
+type Span struct {
+	At, Len int64
+	Values  int64
+	Dict    bool
+}
+
+// Spans walks a chunk's page headers into its pages' spans (its data
+// and dictionary pages; an index page is no row's).
+func Spans(raw []byte) ([]Span, error) {
+	ps, err := pages(raw)
+	if err != nil {
+		return nil, err
+	}
+	spans := make([]Span, 0, len(ps))
+	for k, p := range ps {
+		end := int64(len(raw))
+		if k+1 < len(ps) {
+			end = int64(ps[k+1].at)
+		}
+		switch p.h.typ {
+		case dictionaryPage:
+			spans = append(spans, Span{At: int64(p.at), Len: end - int64(p.at), Dict: true})
+		case dataPage, dataPageV2:
+			spans = append(spans, Span{At: int64(p.at), Len: end - int64(p.at), Values: int64(p.h.values)})
+		}
+	}
+	return spans, nil
+}
