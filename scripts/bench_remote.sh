@@ -18,7 +18,9 @@
 #    beside it; images/s of the first epoch and of the two later ones,
 #    requests and bytes per epoch against the shards' count and bytes;
 #    and the same photos as Parquet files in the Hub's layout (row groups
-#    of 100), against their row groups and image chunks' bytes.
+#    of 100), against their row groups and image chunks' bytes, in 12 row
+#    groups' memory and in none (a row group read whole the first time a
+#    row of it is read alone, then each row as its own page).
 # 3. A mount's open over 100,000 keys in versitygw on loopback: listing
 #    an ImageFolder of 1,000 classes of 100 keys, and indexing 1,000
 #    shards of 100 samples.
@@ -74,8 +76,9 @@ for delay in ("0", "30", "100"):
     for mode, label in (("whole", "whole shards, shard memory of 12 shards"), ("whole-fits", "whole shards, the dataset within the default shard memory"),
                         ("per-sample", "a ranged GET per sample"), ("whole-cache", "whole shards (12 shards' memory), --cache"),
                         ("whole-indexed", "whole shards (12 shards' memory), --shard-index written by an earlier mount"),
-                        ("parquet", "Parquet files (the Hub's layout, row groups of 100), 12 row groups' memory")):
-        what, unit, units = ("S3 Parquet", "row groups", "image chunks") if mode == "parquet" else ("S3 shards", "shards", "shards")
+                        ("parquet", "Parquet files (the Hub's layout, row groups of 100), 12 row groups' memory"),
+                        ("parquet-alone", "Parquet files (row groups of 100), no shard memory: a row group's chunk the first time, then a row's page")):
+        what, unit, units = ("S3 Parquet", "row groups", "image chunks") if mode.startswith("parquet") else ("S3 shards", "shards", "shards")
         rs = runs_.get(mode, [])
         if not rs or len(rs) != len(folder):
             continue

@@ -43,7 +43,7 @@ type ParquetOptions struct {
 	ExtraBytes int
 	// Edit, if set, changes a row before it is written (a null image).
 	Edit func(i int, row *HubRow)
-	// PageBytes bounds a page (0: parquet-go's default): small pages make
+	// PageBytes bounds a page (0: 1 MiB, as pyarrow's): small pages make
 	// a row's page much less than its row group.
 	PageBytes int
 }
@@ -81,7 +81,10 @@ func Parquet(t testing.TB, dir string, o ParquetOptions) string {
 			}
 			rows = append(rows, row)
 		}
-		var opts []parquet.WriterOption
+		// As pyarrow writes the Hub's files: pages of 1 MiB, no page
+		// statistics for a column of images (Arrow stores none for values
+		// over 4 KiB).
+		opts := []parquet.WriterOption{parquet.PageBufferSize(1 << 20), parquet.SkipPageBounds("image", "bytes"), parquet.SkipPageStatistics("image", "bytes")}
 		if o.PageBytes > 0 {
 			opts = append(opts, parquet.PageBufferSize(o.PageBytes))
 		}

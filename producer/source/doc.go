@@ -4,7 +4,10 @@
 //
 // Kinds: an ImageFolder on a local disk (Folder), WebDataset tar shards
 // or the Hub's Parquet files (parquet.go: a file plays the shard, a row
-// group's image column chunk the piece, decoded when it arrives)
+// group's image column chunk the piece, decoded when it arrives by
+// internal/pqfile, tsock's own bounded reader of footers and pages; a
+// row group is read once an epoch however few of its rows are wanted,
+// and a row read alone is its own page once the group's pages are known)
 // on a local disk or in an object store (Shards: indexed once at open by
 // package wds, or from the index file an earlier open wrote; read in
 // pieces, a shard whole or parts of 8 MiB or more, chosen by Arrange from

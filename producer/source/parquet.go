@@ -314,6 +314,7 @@ func openFooters(paths []string, indexes []shardIndex, cols Columns) ([]*parquet
 		if err != nil {
 			return nil, fmt.Errorf("file %s: its footer as indexed: %w", strconv.Quote(paths[i]), err)
 		}
+		pq.footer, pq.labels = nil, nil // walked: the index file's bytes are not kept
 		pqs[i] = pq
 	}
 	return pqs, nil

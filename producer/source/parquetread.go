@@ -21,6 +21,13 @@ func (s *Shards) cutGroups() {
 			if sg, _ := pq.group(smp.offset); sg != g {
 				g = sg
 				off, read, held := pq.chunk(g)
+				if held > s.aloneRoom() {
+					// The footer claims more than any row group may be
+					// decoded into: never held (size 0), so that its claim
+					// sizes no window, disk or buffer; read alone, where its
+					// pages' own word decides (parquetAlone).
+					held = 0
+				}
 				s.pieces = append(s.pieces, piece{shard: sh, group: int32(g), off: off, size: held, read: read})
 			}
 			smp.piece = int32(len(s.pieces) - 1)

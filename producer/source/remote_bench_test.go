@@ -193,7 +193,7 @@ func BenchmarkRemoteLatency(b *testing.B) {
 			delays = append(delays, time.Duration(n)*time.Millisecond)
 		}
 	}
-	modes := []string{"whole", "whole-fits", "per-sample", "whole-cache", "whole-indexed", "parquet"}
+	modes := []string{"whole", "whole-fits", "per-sample", "whole-cache", "whole-indexed", "parquet", "parquet-alone"}
 	if v := os.Getenv("TSOCK_BENCH_MODES"); v != "" {
 		modes = strings.Split(v, ",")
 	}
@@ -217,7 +217,7 @@ func BenchmarkRemoteLatency(b *testing.B) {
 					opts.ShardIndex = index
 				}
 				unitSpec, units, unitBytes := spec, files, shardBytes
-				if mode == "parquet" {
+				if strings.HasPrefix(mode, "parquet") {
 					unitSpec, units, unitBytes = pqSpec, groups, chunkBytes
 				}
 				opened, err := source.Open(context.Background(), unitSpec, opts)
@@ -233,7 +233,7 @@ func BenchmarkRemoteLatency(b *testing.B) {
 					shards.ShardMemory(12 * shardBytes / int64(files))
 				case "parquet":
 					shards.ShardMemory(12 * shards.Stats().PieceBytes)
-				case "per-sample":
+				case "per-sample", "parquet-alone":
 					shards.ShardMemory(0)
 				case "whole-cache":
 					shards.ShardMemory(12 * shardBytes / int64(files))

@@ -17,7 +17,10 @@ import (
 // collections (1.3 GiB of RSS for a 512 MiB budget, measured over 1,282
 // shards), where reuse keeps it at the budget. A reused buffer may be
 // larger than the piece it holds, so the memory limit is the shard memory
-// and one piece more (memLimit). A disk buffer is a file of its piece's
+// and one piece more (memLimit), a piece of at most a quarter of the
+// memory: a larger one (held where the shard disk makes the budget
+// larger) goes to the disk, never into memory past the shard memory's
+// quarter (a Parquet footer's claim once sized that slack: 1 GiB). A disk buffer is a file of its piece's
 // size, unmapped (and gone) when its piece is dropped: the disk holds
 // exactly what it is said to. The buffers are mapped
 // outside Go's heap: in it, their half a gigabyte would set the

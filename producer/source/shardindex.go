@@ -1,11 +1,14 @@
 package source
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -53,9 +56,22 @@ const maxIndexFile = 1 << 30
 
 // encodeIndex is the index file of shards names, indexed as ixs.
 func encodeIndex(names []string, ixs []shardIndex) []byte {
-	b := []byte(indexMagic)
-	str := func(s string) { b = binary.AppendUvarint(b, uint64(len(s))); b = append(b, s...) }
-	num := func(n int64) { b = binary.AppendUvarint(b, uint64(n)) }
+	var b bytes.Buffer
+	writeIndex(&b, names, ixs) // a bytes.Buffer's writes do not fail
+	return b.Bytes()
+}
+
+// writeIndex writes the index file of shards names, indexed as ixs, to
+// w as it goes: a footer of 60 MB costs the file its bytes, not copies
+// of them in memory.
+func writeIndex(w io.Writer, names []string, ixs []shardIndex) error {
+	sum := crc32.NewIEEE()
+	bw := bufio.NewWriter(io.MultiWriter(w, sum))
+	var scratch [binary.MaxVarintLen64]byte
+	num := func(n int64) { bw.Write(binary.AppendUvarint(scratch[:0], uint64(n))) }
+	raw := func(s []byte) { num(int64(len(s))); bw.Write(s) }
+	str := func(s string) { num(int64(len(s))); bw.WriteString(s) }
+	bw.WriteString(indexMagic)
 	num(int64(len(names)))
 	for k, name := range names {
 		ix := ixs[k]
@@ -80,11 +96,15 @@ func encodeIndex(names []string, ixs []shardIndex) []byte {
 			broke = ix.broke.Error()
 		}
 		str(broke)
-		str(string(ix.footer))
+		raw(ix.footer)
 		num(ix.lost)
 		str(ix.lostWhy)
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(binary.LittleEndian.AppendUint32(nil, sum.Sum32()))
+	return err
 }
 
 // errIndexFile: an index file that is not one, or is damaged.
@@ -124,8 +144,8 @@ func decodeIndex(data []byte) (names []string, ixs []shardIndex, err error) {
 		if broke := d.str(); broke != "" {
 			ix.broke = errors.New(broke)
 		}
-		if footer := d.str(); footer != "" {
-			ix.footer = []byte(footer)
+		if footer := d.raw(); len(footer) > 0 {
+			ix.footer = footer // a slice of the file's bytes: parsed, then dropped
 		}
 		ix.lost, ix.lostWhy = d.num(math.MaxInt32), d.str()
 		names, ixs = append(names, name), append(ixs, ix)
@@ -168,6 +188,18 @@ func (d *indexDecoder) num(most int64) int64 {
 // the bytes left could hold.
 func (d *indexDecoder) count(size int) int {
 	return int(d.num(int64(len(d.b) / size)))
+}
+
+// raw is a length-prefixed field as a slice of the data, not copied.
+func (d *indexDecoder) raw() []byte {
+	n := d.num(int64(len(d.b)))
+	if d.err != nil || int64(len(d.b)) < n {
+		d.fail("a string past the end")
+		return nil
+	}
+	b := d.b[:n:n]
+	d.b = d.b[n:]
+	return b
 }
 
 func (d *indexDecoder) str() string {
@@ -375,7 +407,7 @@ func saveIndex(path string, names []string, ixs []shardIndex) error {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // after the rename, a name no longer there
-	if _, err := tmp.Write(encodeIndex(names, ixs)); err != nil {
+	if err := writeIndex(tmp, names, ixs); err != nil {
 		tmp.Close()
 		return err
 	}

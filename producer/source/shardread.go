@@ -122,7 +122,7 @@ func (s *Shards) Schedule(order, next []int) {
 			s.retire(r)
 		}
 		r = &shardReader{s: s, budget: budget, held: map[int32]*wholeShard{},
-			bufs: &shardBufs{memLimit: s.memory + s.largestPiece(), diskLimit: s.disk, dir: s.diskDir}}
+			bufs: &shardBufs{memLimit: s.memory + min(s.largestPiece(), s.memory/4), diskLimit: s.disk, dir: s.diskDir}}
 		r.ctx, r.cancel = context.WithCancel(context.Background())
 		s.reader = r
 	}
