@@ -31,7 +31,8 @@
 #    RandomErasing) served once to 4 consumers vs 4 DataLoaders, whole runs
 # 7. --ingest: daemon memory + batch memory vs --buffer, 8 consumers
 # 8. S3 on loopback vs a local folder, and a mount's open over 100,000
-#    keys: scripts/bench_remote.sh
+#    keys: scripts/bench_remote.sh; hostile Parquet files, the daemon's
+#    peak memory: scripts/bench_parquet_hostile.sh
 # 9. Subsets: 5-fold CV and disjoint quarters against DataLoaders over
 #    the same parts: scripts/bench_subsets.sh
 # 10. A whole Optuna sweep against the trials' own DataLoaders:
@@ -314,6 +315,7 @@ PY
 
 # 8. Data in object storage: its own table (see the script).
 scripts/bench_remote.sh "$images" "$runs" >&3
+scripts/bench_parquet_hostile.sh "$runs" >&3
 
 # 9. Subsets: its own table (see the script).
 scripts/bench_subsets.sh "$images" "$runs" >&3
