@@ -91,7 +91,7 @@ func (p *Producer) shuffler(e int) func(k int, seg []int) {
 	return func(k int, seg []int) {
 		rng := rand.New(rand.NewPCG(p.cfg.Seed, uint64(e)<<24^uint64(k)^0x5368756666))
 		if window > 0 { // a uniform order would read every shard at once
-			source.ShardShuffle(rng, seg, sharded.Piece, sharded.Pieces(), window)
+			source.ShardShuffle(rng, seg, sharded.Piece, sharded.Pieces(), window, sharded.PieceClass)
 			return
 		}
 		rng.Shuffle(len(seg), func(i, j int) { seg[i], seg[j] = seg[j], seg[i] })

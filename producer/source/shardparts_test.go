@@ -87,7 +87,7 @@ func TestPartsOfShardsAreReadOncePerEpoch(t *testing.T) {
 	defer sh.Schedule(nil, nil)
 	var got, exp []byte
 	for epoch := range 2 {
-		source.ShardShuffle(rng, order, sh.Piece, sh.Pieces(), sh.ShuffleWindow())
+		source.ShardShuffle(rng, order, sh.Piece, sh.Pieces(), sh.ShuffleWindow(), sh.PieceClass)
 		before, _ := sh.WholeReads()
 		atPlan := len(proxy.Log())
 		sh.Schedule(order, nil)

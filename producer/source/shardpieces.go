@@ -41,6 +41,7 @@ const mixTarget = 0.92
 type piece struct {
 	shard   int32
 	samples int32
+	class   int32 // the label most of its samples have (ShardShuffle spreads a class's pieces)
 	group   int32 // a Parquet file's row group
 	off     int64
 	size    int64
@@ -73,8 +74,26 @@ type Mix struct {
 	Batch    int     // the batch size judged at
 	Distinct float64 // mean distinct labels in a batch
 	Uniform  float64 // the same for a uniform shuffle
-	Judged   bool    // false where the samples have fewer than two labels
+	// Even is the mean share of an epoch's tenths that hold a label (a
+	// class spread over the epoch, or bunched in part of it);
+	// UniformEven, the same for a uniform shuffle.
+	Even, UniformEven float64
+	Judged            bool // false where the samples have fewer than two labels
 }
+
+// enough says whether j mixes as Arrange aims: mixTarget of a uniform
+// shuffle's distinct labels a batch, and of its spread of each label
+// over the epoch.
+func (m Mix) enough(j judged) bool {
+	return j.distinct >= mixTarget*m.Uniform && j.even >= mixTarget*m.UniformEven
+}
+
+// judged is what judge finds of a window: distinct labels a batch, and
+// the share of an epoch's tenths holding a label.
+type judged struct{ distinct, even float64 }
+
+// tenths is what Even splits an epoch into.
+const tenths = 10
 
 // Pieces is how many pieces the shards are read in.
 func (s *Shards) Pieces() int { return len(s.pieces) }
@@ -102,6 +121,7 @@ func (s *Shards) Mixing() Mix { return s.mix }
 // the parts cover the shard's bytes once.
 func (s *Shards) cut(target int64) {
 	s.pieces = s.pieces[:0]
+	defer s.classify()
 	if s.pq != nil {
 		s.cutGroups()
 		return
@@ -116,6 +136,34 @@ func (s *Shards) cut(target int64) {
 		i = end
 	}
 }
+
+// classify sets each piece's class: the label most of its samples have
+// (a piece's samples are one run of s.samples).
+func (s *Shards) classify() {
+	count := map[int32]int{}
+	flush := func(p int32) {
+		best, most := int32(0), -1
+		for l, n := range count {
+			if n > most || (n == most && l < best) {
+				best, most = l, n
+			}
+		}
+		s.pieces[p].class = best
+		clear(count)
+	}
+	for i, smp := range s.samples {
+		if i > 0 && smp.piece != s.samples[i-1].piece {
+			flush(s.samples[i-1].piece)
+		}
+		count[smp.label]++
+	}
+	if len(s.samples) > 0 {
+		flush(s.samples[len(s.samples)-1].piece)
+	}
+}
+
+// PieceClass is piece p's class: the label most of its samples have.
+func (s *Shards) PieceClass(p int) int { return int(s.pieces[p].class) }
 
 // cutShard cuts the shard whose samples are s.samples[from:to].
 func (s *Shards) cutShard(sh int32, from, to int, target int64) {
@@ -169,27 +217,56 @@ func (s *Shards) windowFor(budget int64) int {
 }
 
 // judge is the mean number of distinct labels in a batch of ShardShuffle's
-// order over the pieces with window w, made as the producer makes a
+// order over the pieces with window w, and how evenly each label is
+// spread over the epoch, made as the producer makes a
 // first epoch's (from a uniform order; later ones are made from the epoch
 // before, whose last pieces are at random): over as many epochs as it
 // takes to count judgedBatches batches, at most judgedEpochs. A fixed
 // seed: Arrange must choose the same on every node.
-func (s *Shards) judge(batch, w int) float64 {
+func (s *Shards) judge(batch, w int) judged {
 	order := make([]int, len(s.samples))
 	rng := rand.New(rand.NewPCG(0x6d6978, uint64(w)))
 	label := func(i int) int { return int(s.samples[i].label) }
-	var sum float64
-	var batches int
+	var sum, even float64
+	var batches, epochs int
 	for epoch := 0; epoch < judgedEpochs && batches < judgedBatches; epoch++ {
 		for i := range order {
 			order[i] = i
 		}
 		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
-		ShardShuffle(rng, order, s.Piece, len(s.pieces), w)
+		ShardShuffle(rng, order, s.Piece, len(s.pieces), w, s.PieceClass)
 		mean, n := distinctPerBatch(order, batch, len(s.classes), label)
 		sum, batches = sum+mean*float64(n), batches+n
+		even += evenness(order, len(s.classes), label)
+		epochs++
 	}
-	return sum / float64(max(batches, 1))
+	return judged{distinct: sum / float64(max(batches, 1)), even: even / float64(max(epochs, 1))}
+}
+
+// evenness is the mean, over the labels order holds, of the share of its
+// tenths that hold the label.
+func evenness(order []int, classes int, label func(int) int) float64 {
+	seen := make([][tenths]bool, classes)
+	present := make([]bool, classes)
+	for k, i := range order {
+		l := label(i)
+		seen[l][k*tenths/len(order)] = true
+		present[l] = true
+	}
+	var sum float64
+	var n int
+	for l, s := range seen {
+		if !present[l] {
+			continue
+		}
+		n++
+		for _, b := range s {
+			if b {
+				sum++
+			}
+		}
+	}
+	return sum / tenths / float64(max(n, 1))
 }
 
 // uniformDistinct is the expected number of distinct labels in a batch
@@ -211,6 +288,21 @@ func (s *Shards) uniformDistinct(batch int) float64 {
 		sum += 1 - max(none, 0)
 	}
 	return sum
+}
+
+// uniformEven is Mix.Even for a uniform shuffle: the mean over labels of
+// the chance that a tenth of the epoch holds the label.
+func (s *Shards) uniformEven() float64 {
+	n := len(s.samples)
+	present := 0
+	count := make([]int, len(s.classes))
+	for _, smp := range s.samples {
+		if count[smp.label] == 0 {
+			present++
+		}
+		count[smp.label]++
+	}
+	return s.uniformDistinct(max(n/tenths, 1)) / float64(max(present, 1))
 }
 
 // distinctPerBatch is the mean number of distinct labels in order's
@@ -269,21 +361,22 @@ func (s *Shards) Arrange(space ShardSpace) error {
 		return nil // nothing to judge by: the memory's window
 	}
 	s.mix.Uniform = s.uniformDistinct(batch)
-	need := mixTarget * s.mix.Uniform
-	if s.mix.Distinct = s.judge(batch, s.window); s.mix.Distinct >= need {
+	s.mix.UniformEven = s.uniformEven()
+	if j := s.judge(batch, s.window); s.mix.enough(j) {
+		s.mix.Distinct, s.mix.Even = j.distinct, j.even
 		return nil
 	}
 	// Parts: a window of them holds as many classes as one of shards
 	// (a part is of its shard's classes), in a fraction of the bytes.
 	s.cut(minPiece)
-	if s.choose(batch, need, s.memory) {
+	if s.choose(batch, s.memory) {
 		return nil
 	}
 	disk, err := diskRoom(space)
 	if err != nil || disk == 0 {
 		return err
 	}
-	s.choose(batch, need, s.memory+disk)
+	s.choose(batch, s.memory+disk)
 	s.disk = disk // what the user named is the shuffle's to use
 	if space.Disk == AutoDisk {
 		s.disk = min(disk, max(s.spaceFor(s.window)-s.memory, 0))
@@ -316,26 +409,26 @@ func (s *Shards) settle() {
 // Alone says why every sample is read alone ("" where pieces are read).
 func (s *Shards) Alone() string { return s.alone }
 
-// choose sets the smallest window of the pieces that mixes to need
-// within budget bytes, and says whether one does; where none does, the
-// widest.
-func (s *Shards) choose(batch int, need float64, budget int64) bool {
+// choose sets the smallest window of the pieces that mixes enough
+// (Mix.enough) within budget bytes, and says whether one does; where none
+// does, the widest.
+func (s *Shards) choose(batch int, budget int64) bool {
 	w := s.windowFor(budget)
 	got := s.judge(batch, w)
-	if got < need {
-		s.window, s.mix.Distinct = w, got
+	if !s.mix.enough(got) {
+		s.window, s.mix.Distinct, s.mix.Even = w, got.distinct, got.even
 		return false
 	}
 	lo, hi := 1, w // hi mixes
 	for lo < hi {
 		mid := (lo + hi) / 2
-		if m := s.judge(batch, mid); m >= need {
+		if m := s.judge(batch, mid); s.mix.enough(m) {
 			hi, got = mid, m
 		} else {
 			lo = mid + 1
 		}
 	}
-	s.window, s.mix.Distinct = hi, got
+	s.window, s.mix.Distinct, s.mix.Even = hi, got.distinct, got.even
 	return true
 }
 

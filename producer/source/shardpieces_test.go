@@ -41,6 +41,14 @@ func bigDisk(t *testing.T, free int64) {
 // with seeds of their own), the least of the two, and the same for a
 // uniform shuffle.
 func epochMix(s *Shards, batch int) (got, uniform float64) {
+	got, uniform, _, _ = epochSpread(s, batch)
+	return got, uniform
+}
+
+// epochSpread is epochMix, and the same for evenness: the share of an
+// epoch's tenths that hold a label, the least of the two epochs', and a
+// uniform shuffle's.
+func epochSpread(s *Shards, batch int) (got, uniform, even, uniformEven float64) {
 	label := func(i int) int { return int(s.samples[i].label) }
 	order := make([]int, len(s.samples))
 	for i := range order {
@@ -49,22 +57,26 @@ func epochMix(s *Shards, batch int) (got, uniform float64) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 	uniform, _ = distinctPerBatch(order, batch, len(s.classes), label)
-	got = float64(batch)
+	uniformEven = evenness(order, len(s.classes), label)
+	got, even = float64(batch), 1
 	for range 2 {
-		ShardShuffle(rng, order, s.Piece, s.Pieces(), s.ShuffleWindow())
+		ShardShuffle(rng, order, s.Piece, s.Pieces(), s.ShuffleWindow(), s.PieceClass)
 		mean, _ := distinctPerBatch(order, batch, len(s.classes), label)
-		got = min(got, mean)
+		got, even = min(got, mean), min(even, evenness(order, len(s.classes), label))
 	}
-	return got, uniform
+	return got, uniform, even, uniformEven
 }
 
 // TestClassSortedShardsMixLikeAUniformShuffle: ImageNet's shape at a
 // quarter of its size (a class per 1.28 shards, written class after
 // class; a batch a quarter of a shard; the shard memory 4.65 shards): at
 // the default settings (the shard disk sized by Arrange) a batch holds
-// at least 0.9 of the distinct labels a uniform shuffle's does, the
-// pieces cost at most one request per 8 MiB and cover every shard's bytes
-// once, and what is held fits the memory and disk named. With no disk,
+// at least 0.9 of the distinct labels a uniform shuffle's does, each label
+// is spread over at least 0.9 of the epoch's tenths a uniform shuffle's
+// is (a class's pieces dealt evenly around the circle: placed at random,
+// a label was missing from 0.15 of the tenths, against none), the pieces
+// cost at most one request per 8 MiB and cover every shard's bytes once,
+// and what is held fits the memory and disk named. With no disk,
 // the shard memory alone mixes a few classes a batch: what the disk buys.
 func TestClassSortedShardsMixLikeAUniformShuffle(t *testing.T) {
 	const shards, per, size, classes, batch = 320, 250, 110 << 10, 250, 64
@@ -85,11 +97,14 @@ func TestClassSortedShardsMixLikeAUniformShuffle(t *testing.T) {
 	if err := s.Arrange(ShardSpace{Memory: memory, Disk: AutoDisk, DiskDir: localDiskDir(t), Batch: batch}); err != nil {
 		t.Fatal(err)
 	}
-	got, uniform := epochMix(s, batch)
-	t.Logf("with the shard disk: %d pieces of %d bytes on average, a window of %d, %d bytes of disk: %.1f distinct labels a batch, uniform %.1f (Arrange's estimate %.1f of %.1f)",
-		s.Pieces(), s.pieceBytes(), s.ShuffleWindow(), s.disk, got, uniform, s.Mixing().Distinct, s.Mixing().Uniform)
+	got, uniform, even, uniformEven := epochSpread(s, batch)
+	t.Logf("with the shard disk: %d pieces of %d bytes on average, a window of %d, %d bytes of disk (%.2f of the shards): %.1f distinct labels a batch, uniform %.1f (Arrange's estimate %.1f of %.1f); a label in %.3f of the tenths, uniform %.3f",
+		s.Pieces(), s.pieceBytes(), s.ShuffleWindow(), s.disk, float64(s.disk)/float64(shards*s.sizes[0]), got, uniform, s.Mixing().Distinct, s.Mixing().Uniform, even, uniformEven)
 	if got < 0.9*uniform {
 		t.Fatalf("a batch holds %.1f distinct labels, a uniform shuffle's %.1f: under 0.9 of it", got, uniform)
+	}
+	if even < 0.9*uniformEven {
+		t.Fatalf("a label is in %.3f of an epoch's tenths, in a uniform shuffle %.3f: under 0.9 of it", even, uniformEven)
 	}
 	checkPieces(t, s)
 	if need := s.spaceFor(s.ShuffleWindow()); s.disk <= 0 || need > s.memory+s.disk {

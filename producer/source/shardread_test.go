@@ -120,7 +120,7 @@ func TestTheNextEpochBeginsReadAhead(t *testing.T) {
 	// of its first 2 shards, what half the budget holds.
 	order := func(seed uint64) []int {
 		o := producertest.All(n)
-		source.ShardShuffle(rand.New(rand.NewPCG(seed, 1)), o, shards.Piece, shards.Pieces(), 1)
+		source.ShardShuffle(rand.New(rand.NewPCG(seed, 1)), o, shards.Piece, shards.Pieces(), 1, shards.PieceClass)
 		return o
 	}
 	first, second := order(1), order(2)
@@ -190,7 +190,7 @@ func TestShardShuffleIsExactAndSpread(t *testing.T) {
 	const shards, per, window = 40, 25, 4
 	shardOf := func(i int) int { return i / per }
 	seg := producertest.All(shards * per)
-	source.ShardShuffle(rand.New(rand.NewPCG(1, 2)), seg, shardOf, shards, window)
+	source.ShardShuffle(rand.New(rand.NewPCG(1, 2)), seg, shardOf, shards, window, eachItsOwn)
 	if !slices.Equal(slices.Sorted(slices.Values(seg)), producertest.All(shards*per)) {
 		t.Fatal("not every sample once")
 	}
@@ -253,14 +253,14 @@ func TestShardShuffleIsExactAndSpread(t *testing.T) {
 		tail[shardOf(seg[k])] = true
 	}
 	next := slices.Clone(seg)
-	source.ShardShuffle(rand.New(rand.NewPCG(1, 3)), next, shardOf, shards, window)
+	source.ShardShuffle(rand.New(rand.NewPCG(1, 3)), next, shardOf, shards, window, eachItsOwn)
 	for _, i := range next[:per/3] {
 		if !tail[shardOf(i)] {
 			t.Fatalf("the next epoch begins with shard %d, not one of the %d this one ended with", shardOf(i), window)
 		}
 	}
 	other := producertest.All(shards * per)
-	source.ShardShuffle(rand.New(rand.NewPCG(3, 4)), other, shardOf, shards, window)
+	source.ShardShuffle(rand.New(rand.NewPCG(3, 4)), other, shardOf, shards, window, eachItsOwn)
 	if slices.Equal(other, seg) || shardOf(other[0]) == shardOf(seg[0]) && shardOf(other[len(other)-1]) == shardOf(seg[len(seg)-1]) {
 		t.Fatal("two seeds give the same order of shards")
 	}
@@ -366,7 +366,7 @@ func BenchmarkShardShuffleQuality(b *testing.B) {
 		fmt.Printf("shuffle-quality uniform %.1f %.4f\n", d, s)
 		for _, w := range []int{1, 2, 4, 8, 32} {
 			order := producertest.All(shards * per)
-			source.ShardShuffle(rand.New(rand.NewPCG(1, 1)), order, func(i int) int { return i / per }, shards, w)
+			source.ShardShuffle(rand.New(rand.NewPCG(1, 1)), order, func(i int) int { return i / per }, shards, w, eachItsOwn)
 			d, s := shuffleQuality(order, per, batch)
 			fmt.Printf("shuffle-quality window-%d %.1f %.4f\n", w, d, s)
 		}
@@ -383,3 +383,7 @@ func byMethod(log []string, method string) []string {
 	}
 	return out
 }
+
+// eachItsOwn makes every piece a class of its own: ShardShuffle places
+// them at random.
+func eachItsOwn(p int) int { return p }

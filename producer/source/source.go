@@ -49,6 +49,9 @@ type Rescanner interface {
 type Sharded interface {
 	Piece(i int) int
 	Pieces() int
+	// PieceClass is a piece's class, the label most of its samples have:
+	// ShardShuffle spreads a class's pieces around the epoch.
+	PieceClass(p int) int
 	ShuffleWindow() int
 	// ReadsWhole says whether the planned epoch reads sample i from its
 	// piece, read whole ahead: a fetcher leaves it to the source.
