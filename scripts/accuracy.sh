@@ -8,15 +8,19 @@
 # same photos as tar shards written class by class (one class a shard, as
 # a conversion straight from a class-sorted folder writes them), with a
 # shard memory of 4.65 shards (ImageNet's ratio: 512 MiB of 110 MB
-# shards). Prints each run's validation accuracy and a table: mean
+# shards), and as Parquet files of the Hub's layout written the same way
+# (a class a file, row groups of 10) in a shard memory of 4.65 files.
+# Each mount's order is also measured through the mount against a uniform
+# shuffle (scripts/python/mixstats.py: distinct labels a batch, labels
+# shared by consecutive batches, a label's spread over the epoch). Prints each run's validation accuracy and a table: mean
 # (min-max) over the seeds, and each side's difference from the
 # DataLoader's, seed by seed.
 #
-#   scripts/accuracy.sh [TRAIN_IMAGES] [SEEDS] [EPOCHS]   default 600, 3, 6
+#   scripts/accuracy.sh [TRAIN_IMAGES] [SEEDS] [EPOCHS]   default 600, 5, 6
 set -euo pipefail
 cd "$(dirname "$0")/.."
 images=${1:-600}
-seeds=${2:-3}
+seeds=${2:-5}
 epochs=${3:-6}
 classes=20
 TSOCK_SETUP_TORCH=1 scripts/setup.sh
@@ -58,7 +62,28 @@ PY
 shards=$(ls "$work/shards" | wc -l)
 bytes=$(du -cb "$work/shards"/*.tar | tail -1 | cut -f1)
 memory=$((bytes * 465 / 100 / shards))
-echo "accuracy: $images photos of $classes classes (val $((images / 3))), $shards class-sorted shards, --shard-memory $memory (4.65 shards), $seeds seeds, $epochs epochs"
+# The same, as Parquet: a class a file (the folder's order), row groups of 10.
+mkdir "$work/parquet"
+(cd producer/source && TSOCK_PARQUET_FROM="$work/train" TSOCK_PARQUET_OUT="$work/parquet" TSOCK_PARQUET_FILES=$classes TSOCK_PARQUET_ROWS=10 \
+	CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations" go test -run '^$' -bench '^BenchmarkWriteParquetFromFolder$' -benchtime 1x . >/dev/null)
+pbytes=$(du -cb "$work/parquet"/*.parquet | tail -1 | cut -f1)
+pmemory=$((pbytes * 465 / 100 / classes))
+pspec="$work/parquet/train-{00000..$(printf %05d $((classes - 1)))}.parquet"
+spec="$work/shards/shard-{000..$(printf %03d $((shards - 1)))}.tar"
+echo "accuracy: $images photos of $classes classes (val $((images / 3))), $shards class-sorted shards, --shard-memory $memory (4.65 shards), $classes class-sorted Parquet files, --shard-memory $pmemory (4.65 files), $seeds seeds, $epochs epochs"
+# How each order mixes, through a mount, at the batch size trained with.
+for source in "$work/train" "$spec" "$pspec"; do
+	mem=()
+	[[ $source == "$spec" ]] && mem=(--shard-memory "$memory")
+	[[ $source == "$pspec" ]] && mem=(--shard-memory "$pmemory")
+	mnt=$(mktemp -d "$work/mnt.XXXXXX")
+	"$work/tsock" mount "$mnt" --source "$source" "${mem[@]}" --batch-size 32 --epochs 2 --image-size 16 >/dev/null 2>"$work/mix.log" &
+	pid=$!
+	for _ in $(seq 200); do [[ -e "$mnt/status" ]] && break; sleep 0.05; done
+	echo "mix of $(basename "$source"): $(/usr/bin/python3 scripts/python/mixstats.py "$mnt" --epochs 2 | tr '\n' ' ')"
+	kill -TERM "$pid"
+	wait "$pid" || true
+done
 /usr/bin/python3 scripts/python/accuracy.py --train "$work/train" --val "$work/val" \
-	--shards "$work/shards/shard-{000..$(printf %03d $((shards - 1)))}.tar" --shard-memory "$memory" \
-	--seeds "$seeds" --epochs "$epochs" --tsock "$work/tsock"
+	--shards "$spec" --shard-memory "$memory" --parquet "$pspec" --parquet-memory "$pmemory" \
+	--sides dataloader,folder,shards,parquet --seeds "$seeds" --epochs "$epochs" --tsock "$work/tsock"

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -269,6 +270,32 @@ func TestARowGroupIsReadOnceAnEpoch(t *testing.T) {
 		case memory == 0 && (first.AloneReadBytes > 2*chunks || reads != int64(len(subset)) || bytes > 2*wanted):
 			t.Errorf("no shard memory: epoch 1 read %d bytes (the groups are %d), epoch 2 %d reads of %d bytes; want a read a row (%d rows) of about its %d bytes",
 				first.AloneReadBytes, chunks, reads, bytes, len(subset), wanted)
+		}
+	}
+}
+
+// BenchmarkWriteParquetFromFolder writes the ImageFolder
+// $TSOCK_PARQUET_FROM as Parquet files of the Hub's layout into
+// $TSOCK_PARQUET_OUT, in the folder's order (class-sorted), a file for
+// each $TSOCK_PARQUET_FILES part of it (default 1), row groups of
+// $TSOCK_PARQUET_ROWS (default 100): for scripts/accuracy.sh, which has
+// no other Parquet writer (Debian has no pyarrow).
+func BenchmarkWriteParquetFromFolder(b *testing.B) {
+	from, out := os.Getenv("TSOCK_PARQUET_FROM"), os.Getenv("TSOCK_PARQUET_OUT")
+	if from == "" || out == "" {
+		b.Skip("TSOCK_PARQUET_FROM and TSOCK_PARQUET_OUT: the folder and where its Parquet files go (scripts/accuracy.sh sets them)")
+	}
+	number := func(name string, def int) int {
+		n, err := strconv.Atoi(os.Getenv(name))
+		if err != nil || n <= 0 {
+			return def
+		}
+		return n
+	}
+	for b.Loop() {
+		spec := producertest.Parquet(b, from, producertest.ParquetOptions{Files: number("TSOCK_PARQUET_FILES", 1), RowsPerGroup: number("TSOCK_PARQUET_ROWS", 100), Codecs: []string{"snappy"}})
+		if err := os.CopyFS(out, os.DirFS(filepath.Dir(spec))); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

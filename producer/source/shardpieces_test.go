@@ -180,9 +180,9 @@ func BenchmarkImageNetShapeMix(b *testing.B) {
 			b.Fatal(err)
 		}
 		took := time.Since(start)
-		got, uniform := epochMix(s, batch)
-		fmt.Printf("imagenet-shape: %d pieces of %s, window %d, shard disk %s, requests an epoch %d: %.1f distinct labels a batch against %.1f uniform (%.3f); Arrange took %v\n",
-			s.Pieces(), humanize.IBytes(uint64(s.pieceBytes())), s.ShuffleWindow(), humanize.IBytes(uint64(s.disk)), s.Pieces(), got, uniform, got/uniform, took.Round(time.Millisecond))
+		got, uniform, even, uniformEven := epochSpread(s, batch)
+		fmt.Printf("imagenet-shape: %d pieces of %s, window %d, shard disk %s, requests an epoch %d: %.1f distinct labels a batch against %.1f uniform (%.3f); a label in %.3f of an epoch's tenths against %.3f; Arrange took %v\n",
+			s.Pieces(), humanize.IBytes(uint64(s.pieceBytes())), s.ShuffleWindow(), humanize.IBytes(uint64(s.disk)), s.Pieces(), got, uniform, got/uniform, even, uniformEven, took.Round(time.Millisecond))
 	}
 }
 

@@ -4,6 +4,7 @@ validation accuracy: does each trial learn from tsock as well as from its
 own loader?
 
     accuracy.py --train DIR --val DIR --shards SPEC --shard-memory BYTES \
+        [--parquet SPEC --parquet-memory BYTES] [--sides dataloader,folder,shards,parquet] \
         [--seeds 3] [--epochs 6] [--image-size 64] [--batch-size 64] [--tsock BIN]
 
 Sides, each trained once per seed (torch's seed for the weights, the
@@ -13,6 +14,8 @@ loader's seed for the order and the crops):
   folder      tsock mount --source DIR (its own shuffle, crops and flips)
   shards      tsock mount --source SPEC --shard-memory BYTES (tar shards:
               pass them as written, e.g. one class a shard, class-sorted)
+  parquet     tsock mount --source SPEC --shard-memory BYTES (Parquet files
+              of the Hub's layout, e.g. one class a file, class-sorted)
 Validation: Resize(round(S/0.875)) + CenterCrop(S) of --val, the same for
 all. Prints a JSON line per run, then a table: each side's mean accuracy,
 (min-max), and its difference from the DataLoader's, over the seeds.
@@ -115,7 +118,11 @@ def train(args, side, seed, classes):
     if side == "dataloader":
         epochs = dataloader(args, seed)
     else:
-        source, extra = (args.train, []) if side == "folder" else (args.shards, ["--shard-memory", args.shard_memory, *args.shard_flag])
+        source, extra = {
+            "folder": (args.train, []),
+            "shards": (args.shards, ["--shard-memory", args.shard_memory, *args.shard_flag]),
+            "parquet": (args.parquet, ["--shard-memory", args.parquet_memory, *args.shard_flag]),
+        }[side]
         mount = Mount(args, seed, source, extra)
         epochs = mount.epochs(args)
     try:
@@ -142,6 +149,8 @@ def main():
     ap.add_argument("--shard-memory", help="tsock mount --shard-memory for the shards")
     ap.add_argument("--shard-flag", action="append", default=[],
                     help="a further tsock mount flag for the shards (repeat; e.g. --shard-flag=--shard-disk --shard-flag=0)")
+    ap.add_argument("--parquet", help="the train set as Parquet files (a tsock --source); for the parquet side")
+    ap.add_argument("--parquet-memory", help="tsock mount --shard-memory for the Parquet files")
     ap.add_argument("--sides", default="dataloader,folder,shards")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=6)
@@ -157,6 +166,8 @@ def main():
     sides = args.sides.split(",")
     if "shards" in sides and not (args.shards and args.shard_memory):
         ap.error("the shards side needs --shards and --shard-memory")
+    if "parquet" in sides and not (args.parquet and args.parquet_memory):
+        ap.error("the parquet side needs --parquet and --parquet-memory")
     acc = {s: [] for s in sides}
     for seed in range(1, args.seeds + 1):
         for side in sides:  # interleaved: each seed runs every side
@@ -164,7 +175,7 @@ def main():
             acc[side].append(a)
             print(json.dumps({"side": side, "seed": seed, "accuracy": a}), flush=True)
     base = acc.get("dataloader")
-    print(f"\n| side | validation accuracy, mean (min-max) over {args.seeds} seeds | minus the DataLoader's (min-max, per seed) |")
+    print(f"\n| side | validation accuracy, mean (min-max) over {args.seeds} seeds | minus the DataLoader's, mean (min-max, per seed) |")
     print("|---|---|---|")
     for side in sides:
         a = acc[side]

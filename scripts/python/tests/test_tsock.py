@@ -382,6 +382,36 @@ class AccuracyTest(unittest.TestCase):
         self.assertGreaterEqual(acc["shards"], acc["dataloader"] - 0.1, out)
 
 
+class MixTest(unittest.TestCase):
+    def test_class_sorted_shards_mix_like_a_uniform_shuffle_through_the_mount(self):
+        """Class-sorted tar shards (one class a shard, 8 classes) in a
+        shard memory of 4.65 shards, read through a real mount by a
+        consumer at the mount's batch size and by one at its own (48), two
+        epochs each (the first one too): a batch holds at least 0.9 of the
+        distinct labels a uniform shuffle's batch does, each label is in at
+        least 0.9 of the epoch's tenths a uniform shuffle puts it in, and
+        consecutive batches share no more of their labels than a uniform
+        shuffle's do (at most 1.1 of it; scripts/python/mixstats.py). The
+        shards' own order (--shard-disk 0 here: a window of 2 shards) gives
+        0.32 of the distinct labels and 0.33 of the tenths, and fails it."""
+        sys.path.insert(0, os.path.join(ROOT, "scripts", "python"))
+        import mixstats
+
+        train = folder(images=400, classes=8)
+        shards, memory = _class_sorted_shards(train)
+        m = Mount(self, "--source", shards, "--shard-memory", str(memory), "--batch-size", "32", "--epochs", "2",
+                  "--image-size", "16")
+        for batch_size in (None, 48):
+            rows = mixstats.measure(m.dir, 2, batch_size)
+            self.assertEqual(len(rows), 2)
+            for r in rows:
+                u = r["uniform"]
+                self.assertGreaterEqual(r["distinct"], 0.9 * u["distinct"], r)
+                self.assertGreaterEqual(r["even"], 0.9 * u["even"], r)
+                self.assertLessEqual(r["shared"], 1.1 * u["shared"], r)
+                self.assertEqual(r["batch_size"], batch_size or 32, r)
+
+
 def _class_sorted_shards(folder):
     """Writes folder's images as tar shards, one class a shard in class
     order (as a conversion straight from a class-sorted folder does):
