@@ -16,12 +16,15 @@
 # (min-max) over the seeds, and each side's difference from the
 # DataLoader's, seed by seed.
 #
-#   scripts/accuracy.sh [TRAIN_IMAGES] [SEEDS] [EPOCHS]   default 600, 5, 6
+#   scripts/accuracy.sh [TRAIN_IMAGES] [SEEDS] [EPOCHS] [OPTIMIZER]   default 600, 5, 6, sgd
+#
+# OPTIMIZER: sgd (momentum 0.9: the more sensitive to the order) or adamw.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 images=${1:-600}
 seeds=${2:-5}
 epochs=${3:-6}
+optimizer=${4:-sgd}
 classes=20
 TSOCK_SETUP_TORCH=1 scripts/setup.sh
 work=$(mktemp -d /tmp/tsock-accuracy.XXXXXX)
@@ -70,7 +73,7 @@ pbytes=$(du -cb "$work/parquet"/*.parquet | tail -1 | cut -f1)
 pmemory=$((pbytes * 465 / 100 / classes))
 pspec="$work/parquet/train-{00000..$(printf %05d $((classes - 1)))}.parquet"
 spec="$work/shards/shard-{000..$(printf %03d $((shards - 1)))}.tar"
-echo "accuracy: $images photos of $classes classes (val $((images / 3))), $shards class-sorted shards, --shard-memory $memory (4.65 shards), $classes class-sorted Parquet files, --shard-memory $pmemory (4.65 files), $seeds seeds, $epochs epochs"
+echo "accuracy: $images photos of $classes classes (val $((images / 3))), $shards class-sorted shards, --shard-memory $memory (4.65 shards), $classes class-sorted Parquet files, --shard-memory $pmemory (4.65 files), $seeds seeds, $epochs epochs, $optimizer"
 # How each order mixes, through a mount, at the batch size trained with.
 for source in "$work/train" "$spec" "$pspec"; do
 	mem=()
@@ -86,4 +89,4 @@ for source in "$work/train" "$spec" "$pspec"; do
 done
 /usr/bin/python3 scripts/python/accuracy.py --train "$work/train" --val "$work/val" \
 	--shards "$spec" --shard-memory "$memory" --parquet "$pspec" --parquet-memory "$pmemory" \
-	--sides dataloader,folder,shards,parquet --seeds "$seeds" --epochs "$epochs" --tsock "$work/tsock"
+	--sides dataloader,folder,shards,parquet --seeds "$seeds" --epochs "$epochs" --optimizer "$optimizer" --tsock "$work/tsock"

@@ -43,7 +43,8 @@
 #    against root's (passthrough, from huge pages and from a memfd's 4 KiB
 #    pages), and the page cache's ceiling: scripts/bench_nonroot.sh
 # 13. Validation accuracy of one training from its own DataLoader and
-#    from tsock (a folder; class-sorted shards): scripts/accuracy.sh
+#    from tsock (a folder; class-sorted shards and Parquet), 5 seeds, SGD
+#    with momentum: scripts/accuracy.sh
 # 14. Distinct labels in a batch of an epoch over class-sorted shards at
 #    ImageNet's shape, against a uniform shuffle's
 set -euo pipefail
@@ -330,8 +331,8 @@ scripts/bench_scale.sh 3 "$runs" >&3
 scripts/bench_nonroot.sh "$runs" >&3
 
 # 13. Accuracy: the same training from its own DataLoader and from tsock
-# (a folder; class-sorted shards): its own table (see the script).
-scripts/accuracy.sh 600 3 6 >&3
+# (a folder; class-sorted shards and Parquet): its own table (see the script).
+scripts/accuracy.sh 600 5 6 sgd >&3
 
 # 14. How an epoch over class-sorted shards mixes at ImageNet's shape
 # (1,282 shards of 1,000, 1,000 classes, batches of 256, the default

@@ -30,9 +30,12 @@ import (
 const minPiece = 8 << 20
 
 // mixTarget is the share of a uniform shuffle's distinct labels in a
-// batch that Arrange aims for: the issue's 0.9, with a margin for the
-// spread between epochs.
-const mixTarget = 0.92
+// batch, and of its spread of a label over the epoch, that Arrange aims
+// for. 0.92 (issue 38's 0.9 and a margin) left a training on
+// class-sorted shards short of its DataLoader's accuracy (issue 51);
+// with a class's pieces dealt evenly, 0.97 costs less disk at ImageNet's
+// shape (16 GiB) than 0.92 did with pieces placed at random (24 GiB).
+const mixTarget = 0.97
 
 // piece is a byte range of one shard, read in one request, and the
 // samples whose image members lie within it. A Parquet file's piece is a

@@ -27,7 +27,7 @@ import (
 // so an epoch begins with pieces already held rather than waiting for
 // window pieces to be read.
 //
-// The other places are dealt by class (classOf: a piece's class, the
+// The places of each arc (the edge's, the others') are dealt by class (classOf: a piece's class, the
 // label most of its samples have): a class's pieces are spread evenly
 // around the circle, each class at a random phase, rather than at random
 // places. On class-sorted shards a class is a few pieces, and a window
@@ -60,6 +60,9 @@ func ShardShuffle(rng *rand.Rand, seg []int, pieceOf func(int) int, pieces, wind
 	edge, middle := last[:window], last[window:]
 	rng.Shuffle(len(edge), func(a, b int) { edge[a], edge[b] = edge[b], edge[a] })
 	rng.Shuffle(len(middle), func(a, b int) { middle[a], middle[b] = middle[b], middle[a] })
+	// Each arc dealt by class: the edge is most of the circle where the
+	// window is (a few pieces a class, all held from the epoch before).
+	spreadClasses(rng, edge, classOf)
 	spreadClasses(rng, middle, classOf)
 	// Places: edge[0] at 0, the rest of the edge at the circle's end.
 	place[edge[0]] = 0
