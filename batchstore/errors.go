@@ -20,6 +20,10 @@ var (
 	ErrEvicted = errors.New("consumer evicted")
 	// ErrBusy: the consumer already started reading.
 	ErrBusy = errors.New("consumer already reading")
+	// ErrAmbiguous: a batch opened without a lookup (a reopen through
+	// /proc/self/fd) that more than one consumer looked up: whose it is
+	// cannot be told.
+	ErrAmbiguous = errors.New("whose batch it is cannot be told")
 	// ErrProducerFailed: the producer stopped on an error before making
 	// the batch waited for (not the end of the data).
 	ErrProducerFailed = errors.New("the producer failed")

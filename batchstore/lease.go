@@ -24,20 +24,38 @@ func (s *Store) Open(seq uint64, caller CallerID) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, ok := b.lookups[caller]
-	if !ok {
-		// The kernel always looks a name up before it opens it (entry
-		// timeouts are zero); an open without one (a reopen through
-		// /proc/self/fd) goes to whoever looked this batch up last.
-		for _, k = range b.lookups {
-			ok = true
-			break
-		}
-	}
-	if !ok {
-		return nil, fmt.Errorf("open batch %d: no consumer looked it up: %w", seq, ErrNotFound)
+	k, err := b.opener(caller)
+	if err != nil {
+		return nil, fmt.Errorf("open batch %d: %w", seq, err)
 	}
 	return s.ros.lease(k.c, k.j)
+}
+
+// opener is whose batch an open by caller takes. The kernel looks a name
+// up before it opens it (entry timeouts are zero), so caller's own lookup
+// says; an open without one (a reopen through /proc/self/fd, a forked
+// worker's inherited path) goes to the consumer that looked the batch up,
+// where only one did, and is refused where several did: charged to the
+// wrong one, it would consume that consumer's batch, whose own reads
+// would then find its stream ended early.
+func (b *batch) opener(caller CallerID) (batchKey, error) {
+	if k, ok := b.lookups[caller]; ok {
+		return k, nil
+	}
+	var k batchKey
+	found := false
+	for _, l := range b.lookups {
+		switch {
+		case !found:
+			k, found = l, true
+		case l != k:
+			return batchKey{}, fmt.Errorf("opened without a lookup, and %s and %s both looked it up: open it by its path (%w)", k.c.name, l.c.name, ErrAmbiguous)
+		}
+	}
+	if !found {
+		return batchKey{}, fmt.Errorf("no consumer looked it up: %w", ErrNotFound)
+	}
+	return k, nil
 }
 
 // Hold takes a lease on producer batch seq that no consumer is charged

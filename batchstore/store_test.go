@@ -251,6 +251,47 @@ func TestOpenChargedToLookingUpConsumer(t *testing.T) {
 	}
 }
 
+// TestAnOpenWithoutALookupIsChargedToItsConsumerOrRefused: a reopen
+// without a lookup (a caller the store never saw: /proc/self/fd, a
+// forked worker) of a batch one consumer looked up is that consumer's; of
+// a batch two looked up, it is refused (ErrAmbiguous), and neither
+// consumer's batch is consumed by it: each reads its own after. (Before:
+// it took whichever lookup a map gave first, and could consume the other
+// consumer's batch.)
+func TestAnOpenWithoutALookupIsChargedToItsConsumerOrRefused(t *testing.T) {
+	s := New(Config{Limit: 1000})
+	mustJoin(t, s, "a")
+	mustJoin(t, s, "b")
+	publish(t, s, 10, 0, 0)
+	publish(t, s, 10, 0, 1)
+	if _, err := s.Lookup(context.Background(), "a", 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Open(0, 99)
+	if err != nil || l.Consumer() != "a" {
+		t.Fatalf("a reopen of a's batch by an unknown caller: %v (%v), want a's", l, err)
+	}
+	l.Release()
+	if _, err := s.Lookup(context.Background(), "a", 1, 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lookup(context.Background(), "b", 1, 8); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 { // a map's order varies: any pick would show within a few
+		if l, err := s.Open(1, 99); !errors.Is(err, ErrAmbiguous) {
+			t.Fatalf("a reopen of a batch a and b looked up: %v (%v), want ErrAmbiguous", l, err)
+		}
+	}
+	for name, caller := range map[string]CallerID{"a": 7, "b": 8} {
+		l, err := s.Open(1, caller)
+		if err != nil || l.Consumer() != name {
+			t.Fatalf("%s's own open: %v (%v)", name, l, err)
+		}
+		l.Release()
+	}
+}
+
 func TestOpenLeaseKeepsMemory(t *testing.T) {
 	s := New(Config{Limit: 1000})
 	mustJoin(t, s, "a")

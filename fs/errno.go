@@ -27,7 +27,7 @@ func errno(err error) syscall.Errno {
 		return syscall.ENODATA
 	case errors.Is(err, batchstore.ErrEvicted), errors.Is(err, batchstore.ErrProducerFailed):
 		return syscall.EIO // the consumer's status (or status) says why
-	case errors.Is(err, batchstore.ErrBusy), errors.Is(err, batchstore.ErrWriting):
+	case errors.Is(err, batchstore.ErrBusy), errors.Is(err, batchstore.ErrWriting), errors.Is(err, batchstore.ErrAmbiguous):
 		return syscall.EBUSY
 	case errors.Is(err, batchstore.ErrBadName), errors.Is(err, batchstore.ErrBadBatchSize), errors.Is(err, batchstore.ErrBadSubset), errors.Is(err, errBadValue),
 		errors.Is(err, batchstore.ErrBadBatch):
