@@ -311,6 +311,7 @@ func (bf *buffer) maybeFree(b *batch) {
 		return
 	}
 	delete(bf.held, b.seq)
+	s.inv.Freed(b.seq)
 	bf.used -= b.blob.Size()
 	bf.stats.freed++
 	bf.stats.lastFreed = time.Now()

@@ -96,7 +96,10 @@
 // The store knows nothing of FUSE. The adapter passes a CallerID (the
 // kernel's thread id of the request) so that an open of a batch inode that
 // several consumer directories share can be charged to the consumer whose
-// directory that thread just looked the name up in.
+// directory that thread just looked the name up in. An open by a thread
+// that looked nothing up (a reopen through /proc/self/fd) is the
+// consumer's that looked the batch up where only one did, and refused
+// (ErrAmbiguous) where several did: never charged to a guess.
 //
 // What crosses its border: in, from a producer (the built-in pipeline or
 // package ingest), Reserve/Publish of a batch's Blob with its Info, the
@@ -104,6 +107,8 @@
 // (WaitNeed, Wants, Needs: what to make next); from the file system (fs),
 // Join/Leave, SetBatchSize, subsets, Lookup and Open of a consumer's
 // batch, and the lease Release. Out: Refs and Leases over Blobs it never
-// reads, Snapshots for status, and errors the file system maps to errnos
-// (errors.go). It imports no FUSE, no decoder and no source.
+// reads, Snapshots for status, errors the file system maps to errnos
+// (errors.go), and one port it pushes to: the Invalidator, told the moment
+// a batch is freed (the file system forgets its file then; nothing polls
+// the store). It imports no FUSE, no decoder and no source.
 package batchstore

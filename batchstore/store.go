@@ -99,6 +99,7 @@ type Store struct {
 	ros roster
 	dem demand
 	ev  evictor
+	inv Invalidator // told of every free (invalidator.go)
 }
 
 // MaxBatchSize bounds every batch size, the producer's and consumers':
@@ -126,6 +127,7 @@ func New(cfg Config) *Store {
 		cfg:     cfg,
 		changed: make(chan struct{}),
 		start:   time.Now(),
+		inv:     noInvalidator{},
 	}
 	s.buf = buffer{s: s, held: make(map[uint64]*batch)}
 	s.ros = roster{s: s, consumers: make(map[string]*consumer), splits: make(map[int]*split), unwatched: time.Now()}
@@ -210,6 +212,7 @@ func (s *Store) Close() error {
 			errs = append(errs, fmt.Errorf("free batch %d: %w", seq, err))
 		}
 		delete(s.buf.held, seq)
+		s.inv.Freed(seq)
 	}
 	s.buf.used = 0
 	s.broadcast()

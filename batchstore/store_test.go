@@ -1,6 +1,7 @@
 package batchstore
 
 import (
+	"fmt"
 	"context"
 	"errors"
 	"sync/atomic"
@@ -289,6 +290,48 @@ func TestAnOpenWithoutALookupIsChargedToItsConsumerOrRefused(t *testing.T) {
 			t.Fatalf("%s's own open: %v (%v)", name, l, err)
 		}
 		l.Release()
+	}
+}
+
+// freedLog is an Invalidator that records what it is told.
+type freedLog struct{ seqs []uint64 }
+
+func (f *freedLog) Freed(seq uint64) { f.seqs = append(f.seqs, seq) }
+
+// TestTheInvalidatorIsToldOfEveryFree: the store tells its port of a
+// batch the moment it frees it (the last consumer's release), once, and
+// never before; at Close, of every batch still held.
+func TestTheInvalidatorIsToldOfEveryFree(t *testing.T) {
+	s := New(Config{Limit: 1000})
+	var log freedLog
+	s.SetInvalidator(&log)
+	mustJoin(t, s, "a")
+	mustJoin(t, s, "b")
+	publish(t, s, 10, 0, 0)
+	publish(t, s, 10, 0, 1)
+	read := func(name string, j uint64, caller CallerID) {
+		t.Helper()
+		ref, err := s.Lookup(context.Background(), name, j, caller)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := open(s, name, ref, caller)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release()
+	}
+	read("a", 0, 1)
+	if len(log.seqs) != 0 {
+		t.Fatalf("told of %v while b has yet to read batch 0", log.seqs)
+	}
+	read("b", 0, 2)
+	if fmt.Sprint(log.seqs) != "[0]" {
+		t.Fatalf("told of %v once both read batch 0, want [0]", log.seqs)
+	}
+	s.Close()
+	if fmt.Sprint(log.seqs) != "[0 1]" {
+		t.Fatalf("told of %v after Close, want [0 1]", log.seqs)
 	}
 }
 

@@ -36,7 +36,7 @@ type batchFile struct {
 // it.
 func (fsys *fileSystem) newBatchFile(seq uint64, size int64, at time.Time) *batchFile {
 	b := &batchFile{fs: fsys, seq: seq, size: size, at: at}
-	b.held = func() bool { return fsys.store.Holds(seq) }
+	b.readOnlyFile.batch, b.readOnlyFile.seq = true, seq
 	return b
 }
 

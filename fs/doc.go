@@ -67,7 +67,8 @@
 //
 // What crosses its border: in, the kernel's FUSE requests (through
 // go-fuse, imported as fusefs) and Options' renderers (status, state,
-// metrics, status.json: the command's); out, calls on batchstore (Join,
+// metrics, status.json: the command's) and the store's frees (its
+// Invalidator port: the forgetter); out, calls on batchstore (Join,
 // Lookup, Open, Hold, Holds, Release, control writes), and the filler's
 // own opens of its mount and on package ingest's Writer
 // for ingest/, with each store error mapped to one errno (errno()). It

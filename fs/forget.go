@@ -1,12 +1,15 @@
 package fs
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/tsock/tsock/batchstore"
 )
 
 // forgetter asks the kernel to forget the inodes of batch files once they
@@ -21,10 +24,19 @@ import (
 // (status, state) then queued behind it, and a shutdown test hung. On an
 // older kernel nothing is pruned and status shows the count growing.
 // The goroutine is Mounted.Unmount's to stop.
+//
+// A producer batch's file is left while the store holds the batch (other
+// consumers share its page cache): it is parked until the store, through
+// its Invalidator port (Freed), says it freed the batch; nothing asks the
+// store again. What is retried on a timer is the kernel's refusal only:
+// it prunes no inode still in use, and says nothing when its use ends
+// (a release can come while the closing file still holds its name).
 type forgetter struct {
 	root        *fusefs.Inode
+	holds       func(seq uint64) bool // the store holds producer batch seq
 	mu          sync.Mutex
 	pending     []*readOnlyFile
+	freed       []uint64      // batches the store freed, not yet looked at by run
 	wake        chan struct{} // one token: something is pending
 	stop        chan struct{}
 	done        chan struct{}
@@ -32,10 +44,33 @@ type forgetter struct {
 	unsupported atomic.Bool
 }
 
-func newForgetter(root *fusefs.Inode) *forgetter {
-	f := &forgetter{root: root, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+func newForgetter(root *fusefs.Inode, holds func(seq uint64) bool) *forgetter {
+	f := &forgetter{root: root, holds: holds, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go f.run()
 	return f
+}
+
+var _ batchstore.Invalidator = (*forgetter)(nil)
+
+// Freed implements batchstore.Invalidator: the store freed producer batch
+// seq, and its parked files may be forgotten. It runs under the store's
+// lock and never blocks.
+func (f *forgetter) Freed(seq uint64) {
+	if f.unsupported.Load() {
+		return
+	}
+	f.mu.Lock()
+	f.freed = append(f.freed, seq)
+	f.mu.Unlock()
+	f.poke()
+}
+
+// poke wakes run, where it sleeps.
+func (f *forgetter) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
 }
 
 // add queues a released batch file's inode; it never blocks (it runs in
@@ -47,10 +82,7 @@ func (f *forgetter) add(node *readOnlyFile) {
 	f.mu.Lock()
 	f.pending = append(f.pending, node)
 	f.mu.Unlock()
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
+	f.poke()
 }
 
 // retries bounds how often one inode is asked for again: the kernel
@@ -60,7 +92,8 @@ const retries = 8
 
 func (f *forgetter) run() {
 	defer close(f.done)
-	var again []*readOnlyFile // asked for before, not forgotten yet
+	var again []*readOnlyFile              // asked for before, not forgotten yet
+	parked := map[uint64][]*readOnlyFile{} // by batch: the store holds it
 	tries := map[*readOnlyFile]int{}
 	var inodes []*fusefs.Inode
 	for {
@@ -76,8 +109,16 @@ func (f *forgetter) run() {
 		}
 		f.mu.Lock()
 		nodes := append(again, f.pending...)
-		f.pending = nil
+		freed := f.freed
+		f.pending, f.freed = nil, nil
 		f.mu.Unlock()
+		// A batch freed after its file was parked: the event comes after
+		// the park, in this goroutine, so none is missed; one freed before
+		// its file came finds holds false below.
+		for _, seq := range freed {
+			nodes = append(nodes, parked[seq]...)
+			delete(parked, seq)
+		}
 		again = again[:0:0]
 		inodes = inodes[:0]
 		var asked []*readOnlyFile
@@ -90,10 +131,12 @@ func (f *forgetter) run() {
 			switch {
 			case n.forgotten.Load():
 				delete(tries, n)
-			case n.held != nil && n.held():
+			case n.batch && f.holds(n.seq):
 				// Another consumer may still read its pages: asked for
-				// once its batch is freed.
-				again = append(again, n)
+				// once the store frees its batch.
+				if !slices.Contains(parked[n.seq], n) {
+					parked[n.seq] = append(parked[n.seq], n)
+				}
 			default:
 				asked = append(asked, n)
 				inodes = append(inodes, n.EmbeddedInode())

@@ -148,7 +148,8 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	fsys.forget = newForgetter(fsys.root.EmbeddedInode())
+	fsys.forget = newForgetter(fsys.root.EmbeddedInode(), fsys.store.Holds)
+	fsys.store.SetInvalidator(fsys.forget)
 	m := &Mounted{Dir: dir, server: server, fs: fsys}
 	fsys.path.wanted, fsys.path.reason = m.probePassthrough(opts)
 	if fsys.path.wanted { // the window serves the reads the kernel does not pass through
@@ -278,6 +279,8 @@ func (m *Mounted) Unmount() error {
 	// First the forgetter: a notify waits for its directory's lock, which
 	// a pending lookup holds; with the store shut down (callers do that
 	// first) lookups return at once, and no notify may race the unmount.
+	// The store tells it of frees no more.
+	m.fs.store.SetInvalidator(nil)
 	m.fs.forget.close()
 	// The filler before the unmount: a batch it has open makes it busy.
 	m.fs.fill.close()

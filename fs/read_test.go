@@ -209,6 +209,43 @@ func TestUnlinkConsumes(t *testing.T) {
 	}
 }
 
+// TestBatchesHeldForAnotherConsumerAreForgottenWhenFreed: a batch one
+// consumer has read but another has yet to read stays known to the
+// kernel (its page cache is shared); when the store frees it without a
+// file of it being released (here the other consumer leaves), the store's
+// Invalidator port tells the forgetter, which asks the kernel to forget
+// it: no batch is left behind, and the store is never asked again (it
+// used to be asked every 100 ms for each file held so).
+func TestBatchesHeldForAnotherConsumerAreForgottenWhenFreed(t *testing.T) {
+	fusetest.NeedKernel(t, 6, 16, "NOTIFY_PRUNE (the kernel forgets released batches)")
+	e := mount(t, true)
+	e.join("a")
+	e.join("b")
+	const n = 20
+	for seq := range n {
+		e.publish(seq)
+	}
+	for i := range n {
+		data, err := os.ReadFile(e.batch("a", i))
+		if err != nil || sum(data) != sum(content(i)) {
+			t.Fatalf("a's batch %d: %v", i, err)
+		}
+	}
+	if snap := e.store.Snapshot(); snap.Freed != 0 {
+		t.Fatalf("%d batches freed while b has yet to read them", snap.Freed)
+	}
+	if err := os.Remove(e.path("consumers", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if snap := e.store.Snapshot(); snap.Freed != n {
+		t.Fatalf("%d batches freed once b left, want %d", snap.Freed, n)
+	}
+	// The kernel's forget has no event to wait on.
+	waittest.Report(t, func() bool { return e.m.BatchInodes() <= 2 }, func() string {
+		return fmt.Sprintf("%d batch inodes held after a read %d batches and b left: want them forgotten", e.m.BatchInodes(), n)
+	})
+}
+
 // A long run keeps the daemon flat: once a consumer has read a batch, the
 // kernel is told to drop its name, so it forgets the inode and the daemon
 // frees it (it kept one per batch ever read, 316,000 in a run-forever

@@ -78,11 +78,12 @@ type readOnlyFile struct {
 	// inode (OnForget); a later lookup makes a new node, so it is never
 	// cleared. The forgetter stops asking for it then.
 	forgotten atomic.Bool
-	// held, if set, says the file's bytes may still be read by another
-	// consumer (a producer batch still in the buffer): the forgetter
+	// batch: the file is producer batch seq's, whose bytes other
+	// consumers may still read while the store holds it: the forgetter
 	// leaves its inode, and with it the page cache its consumers share,
-	// until then.
-	held func() bool
+	// until the store says it freed the batch (Invalidator).
+	batch bool
+	seq   uint64
 }
 
 var (
