@@ -66,14 +66,19 @@ func parseContentRange(v string) (start, end, total int64, ok bool) {
 	if !found {
 		return 0, 0, 0, false
 	}
-	var err1, err2, err3 error
-	start, err1 = strconv.ParseInt(a, 10, 64)
-	end, err2 = strconv.ParseInt(b, 10, 64)
-	total = -1
-	if size != "*" {
-		total, err3 = strconv.ParseInt(size, 10, 64)
+	// Digits only (RFC 9110: no sign, no space): ParseUint of 63 bits
+	// refuses "-10" and "+5" alike, and anything past an int64.
+	num := func(d string) (int64, bool) {
+		n, err := strconv.ParseUint(d, 10, 63)
+		return int64(n), err == nil
 	}
-	if err1 != nil || err2 != nil || err3 != nil || start < 0 || end < start || (total >= 0 && end >= total) {
+	start, ok1 := num(a)
+	end, ok2 := num(b)
+	total, ok3 := int64(-1), true
+	if size != "*" {
+		total, ok3 = num(size)
+	}
+	if !ok1 || !ok2 || !ok3 || end < start || (total >= 0 && end >= total) {
 		return 0, 0, 0, false
 	}
 	return start, end, total, true
