@@ -91,9 +91,9 @@ func collectMetrics(s *mountSnapshot, emit func(name, help string, kind promethe
 		counter("tsock_kept_served_total", "Samples copied from the kept ones instead of decoded.", float64(k.Served))
 	}
 	if sh := s.shards; sh != nil {
-		gauge("tsock_shard_held_bytes", "Pieces of tar shards held (--shard-memory and --shard-disk).", float64(sh.HeldBytes))
+		gauge("tsock_shard_held_bytes", "Pieces of shards (tar or Parquet) held (--shard-memory and --shard-disk).", float64(sh.HeldBytes))
 		gauge("tsock_shard_disk_used_bytes", "Shard disk in use (--shard-disk).", float64(sh.DiskMapped))
-		counter("tsock_shard_piece_reads_total", "Pieces of tar shards read (a shard whole, or a part of one), a request each.", float64(sh.Reads))
+		counter("tsock_shard_piece_reads_total", "Pieces of shards read (a tar shard whole or a part of one, a Parquet row group), a request each.", float64(sh.Reads))
 		counter("tsock_shard_read_ahead_wasted_total", "Pieces read ahead or kept for an epoch that began otherwise (a consumer joined mid-epoch).", float64(sh.Wasted))
 	}
 	if r := s.remote; r != nil {

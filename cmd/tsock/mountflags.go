@@ -38,12 +38,12 @@ type mountFlags struct {
 	buffer    int64 // bytes for batches
 	cacheSize int64 // 0: no --cache
 	cacheDir  string
-	// shardMemory: bytes of pieces of tar shards held in memory at once
+	// shardMemory: bytes of pieces of shards (tar or Parquet) held in memory at once
 	// (read ahead and shuffled across; more on shardDisk); 0: each sample
 	// read alone.
 	shardMemory int64
 	shardDisk   diskFlags
-	shardIndex  string         // the tar shards' index file: "" for none
+	shardIndex  string         // the shards' index file: "" for none
 	columns     source.Columns // Parquet files' image and label columns
 	noIndex     string         // why none is kept, for status ("" with one)
 	keepAuto    bool           // --keep auto: as much as --buffer with eval, else none
@@ -88,10 +88,10 @@ func (c *mountCommand) Parse(args []string) error {
 	f.IntVar(&c.cfg.Epochs, "epochs", 1, "epochs to produce; 0 means forever")
 	newSize(f, &c.buffer, "buffer", "2GiB", false, "memory for batches, all consumers together")
 	newSize(f, &c.cacheSize, "cache", "0", true, "memory (or disk, with --cache-dir) for encoded files kept after their first read, so later epochs read no disk or network; 0: off")
-	newSize(f, &c.shardMemory, "shard-memory", "512MiB", true, "memory for tar shards read whole (or in pieces of 8 MiB or more), once an epoch (one request a piece), ahead of the workers, and shuffled across; 0: read each sample alone (a ranged request each)")
+	newSize(f, &c.shardMemory, "shard-memory", "512MiB", true, "memory for shards (tar or Parquet) read whole (or in pieces: parts of 8 MiB or more of a tar shard, a Parquet file's row groups), once an epoch (one request a piece), ahead of the workers, and shuffled across; 0: read each sample alone (a ranged request each; a Parquet row, its page)")
 	c.shardDisk.add(f)
 	newParsed(f, &c.columns, source.ParseColumns, "columns", "", "the columns of Parquet files (--source ….parquet) that hold the image and the label, where they are not the Hub's image and label: `image=NAME,label=NAME` (a dotted NAME is a nested field; label= with no name: no labels, every sample's is 0)")
-	f.StringVar(&c.shardIndex, "shard-index", "", "where the tar shards' index is kept (a `FILE`, or none): read at mount where it indexes these shards as they are (no shard read to index them), else written there, so that only a first mount reads the shards to index them; a file on a shared file system serves every node (default: one per dataset under $XDG_CACHE_HOME or ~/.cache, in tsock/shard-index/)")
+	f.StringVar(&c.shardIndex, "shard-index", "", "where the shards' index is kept (tar shards' members, Parquet files' footers and labels; a `FILE`, or none): read at mount where it indexes these shards as they are (no shard read to index them), else written there, so that only a first mount reads the shards to index them; a file on a shared file system serves every node (default: one per dataset under $XDG_CACHE_HOME or ~/.cache, in tsock/shard-index/)")
 	f.StringVar(&c.cacheDir, "cache-dir", "", "keep the --cache in an unnamed file in this directory (a local disk), not in memory: for datasets larger than memory; gone when the mount ends")
 	newAutoSize(f, &c.keepAuto, &c.cfg.Keep, "keep", "with --transform eval: memory for the samples made in the first epoch, copied into later ones with no decode; auto: as much as --buffer (0 with train)")
 	f.BoolVar(&c.cfg.Rescan, "rescan", false, "list a local folder --source again at each producer epoch: new files join the data (new indices after the others), vanished ones are skipped")

@@ -11,7 +11,7 @@ import (
 )
 
 // diskFlags are --shard-disk and --shard-disk-dir: the local disk that
-// holds pieces of tar shards below the shard memory, so that a training
+// holds pieces of shards (tar or Parquet) below the shard memory, so that a training
 // epoch over shards written class after class mixes like a uniform
 // shuffle (source.Arrange).
 type diskFlags struct {
@@ -25,7 +25,7 @@ type diskFlags struct {
 const defaultShardDiskDir = "/var/tmp"
 
 func (d *diskFlags) add(f *pflag.FlagSet) {
-	newAutoSize(f, &d.auto, &d.size, "shard-disk", "local disk for pieces of tar shards beyond --shard-memory, so that a training epoch mixes like a uniform shuffle where shards hold few classes each: auto (what mixing needs, at most half the free space of --shard-disk-dir; none where the shards mix in memory), a size, or 0")
+	newAutoSize(f, &d.auto, &d.size, "shard-disk", "local disk for pieces of shards (tar or Parquet) beyond --shard-memory, so that a training epoch mixes like a uniform shuffle where shards hold few classes each: auto (what mixing needs, at most half the free space of --shard-disk-dir; none where the shards mix in memory), a size, or 0")
 	f.StringVar(&d.dir, "shard-disk-dir", defaultShardDiskDir, "directory on a local disk for --shard-disk (unnamed files, gone with the mount)")
 }
 
