@@ -1,9 +1,9 @@
 package batchstore
 
 import (
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 

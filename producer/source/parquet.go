@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/tsock/tsock/producer/source/internal/pqfile"
 )
@@ -43,6 +44,7 @@ const maxFooter = 64 << 20
 // the footer is kept (a footer of half a million empty row groups keeps
 // nothing of them).
 type parquetShard struct {
+	mu     sync.Mutex    // guards groups' spans, learnt as rows are read alone
 	image  pqfile.Column // its codec is each chunk's
 	groups []rowGroup    // the row groups that hold rows, in order
 	rows   int64
@@ -63,6 +65,10 @@ type rowGroup struct {
 	first, rows int64
 	num         int32
 	chunk       pqfile.Chunk
+	// spans are its chunk's pages, once a row of it was read alone (the
+	// whole chunk, that time): a later row alone is its own page. Guarded
+	// by the file's mu.
+	spans []pqfile.Span
 }
 
 // errNotParquet wraps what a file's own bytes say is wrong with it.

@@ -299,3 +299,26 @@ func BenchmarkWriteParquetFromFolder(b *testing.B) {
 		}
 	}
 }
+
+// TestARunOfSkippedRowsIsOneEntry: rows left out one after another for
+// one reason (null labels) are one entry of what indexing left out,
+// counted as their rows: a footer's worth of null labels costs a line,
+// not a line a row.
+func TestARunOfSkippedRowsIsOneEntry(t *testing.T) {
+	dir := producertest.Folder(t, 20, 2)
+	spec := producertest.Parquet(t, dir, producertest.ParquetOptions{Files: 1, RowsPerGroup: 10, Edit: func(i int, row *producertest.HubRow) {
+		if i >= 2 && i <= 6 || i == 9 {
+			row.Label = nil
+		}
+	}})
+	src, err := source.Open(context.Background(), spec, source.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk := src.(source.Skipper)
+	said := strings.Join(sk.Skipped(), "\n")
+	if src.Len() != 14 || sk.LeftOut() != 6 || len(sk.Skipped()) != 2 ||
+		!strings.Contains(said, ": rows 2 to 6: its label is null or negative") || !strings.Contains(said, ": row 9: its label is null or negative") {
+		t.Fatalf("%d samples, %d left out, said:\n%s", src.Len(), sk.LeftOut(), said)
+	}
+}

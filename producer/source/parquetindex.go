@@ -44,6 +44,20 @@ func indexParquet(ctx context.Context, files shardFiles, name string, cols Colum
 	ix.footer, ix.pq = pq.footer, pq
 	pq.footer = nil // the index file's to keep, not the mount's
 	defer func() { pq.labels = nil }()
+	// A run of rows left out for one reason is one skip, counted as its
+	// rows (a million null labels: one entry): end is the row after the
+	// last skip's run.
+	end := int64(-1)
+	skip := func(r int64, why string) {
+		if n := len(ix.skips); n > 0 && end == r && ix.skips[n-1].Why == why {
+			last := &ix.skips[n-1]
+			last.Rows++
+			last.Key = rowsKey(r+1-last.Rows, last.Rows)
+		} else {
+			ix.skips = append(ix.skips, wds.Skip{Key: rowKey(r), Why: why, Rows: 1})
+		}
+		end = r + 1
+	}
 	for g, rg := range pq.groups {
 		if pq.label < 0 {
 			for r := range rg.rows {
@@ -67,36 +81,21 @@ func indexParquet(ctx context.Context, files shardFiles, name string, cols Colum
 			r := rg.first + int64(row)
 			switch {
 			case v.Null || v.Int < 0:
-				ix.skips = skipRow(ix.skips, r, "its label is null or negative")
+				skip(r, "its label is null or negative")
 			case v.Int > maxLabel:
-				ix.skips = skipRow(ix.skips, r, fmt.Sprintf("its label is over %d", maxLabel))
+				skip(r, fmt.Sprintf("its label is over %d", maxLabel))
 			default:
 				ix.samples = append(ix.samples, wds.Sample{Key: rowKey(r), Offset: r, Label: int(v.Int)})
 			}
 			return nil
 		})
 		if err != nil {
-			ix.samples, ix.skips = ix.samples[:samples], ix.skips[:skips]
+			ix.samples, ix.skips, end = ix.samples[:samples], ix.skips[:skips], -1
 			ix.skips = append(ix.skips, wds.Skip{Key: rowsKey(rg.first, rg.rows), Why: fmt.Sprintf("its labels do not decode: %v", err), Rows: rg.rows})
 		}
 	}
 	ix.broke = pq.cut
 	return ix
-}
-
-// skipRow leaves row r out for why: one more row of the skip before it
-// where that skip is the row before's, for the same reason (a run of a
-// million null labels is one skip, counted as a million rows).
-func skipRow(skips []wds.Skip, r int64, why string) []wds.Skip {
-	if n := len(skips); n > 0 && skips[n-1].Why == why && skips[n-1].Rows > 0 {
-		last := &skips[n-1]
-		if first, ok := rowsFirst(last.Key); ok && first+last.Rows == r {
-			last.Rows++
-			last.Key = rowsKey(first, last.Rows)
-			return skips
-		}
-	}
-	return append(skips, wds.Skip{Key: rowKey(r), Why: why, Rows: 1})
 }
 
 // rowsKey names rows first to first+n-1 of a file.
@@ -105,18 +104,6 @@ func rowsKey(first, n int64) string {
 		return rowKey(first)
 	}
 	return fmt.Sprintf("rows %d to %d", first, first+n-1)
-}
-
-// rowsFirst is the first row a rowsKey names.
-func rowsFirst(key string) (int64, bool) {
-	var first int64
-	if _, err := fmt.Sscanf(key, "row %d", &first); err == nil {
-		return first, true
-	}
-	if _, err := fmt.Sscanf(key, "rows %d to", &first); err == nil {
-		return first, true
-	}
-	return 0, false
 }
 
 // skipped is how many samples skips stand for.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/tsock/tsock/producer/source/internal/pqfile"
 )
@@ -92,14 +91,14 @@ func (e *groupError) Unwrap() error { return e.err }
 func (s *Shards) parquetAlone(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
 	smp := s.samples[i]
 	pc := s.pieces[smp.piece]
-	row := s.rowInGroup(i)
-	var b []byte
-	var err error
-	if spans, ok := s.spans.get(pc.shard, pc.group); ok {
-		b, err = s.pageRow(ctx, pc, spans, row)
-	} else {
-		b, err = s.groupRow(ctx, pc, row)
+	read := func(p []byte, off int64) error { // this file's bytes, counted as a read alone
+		err := s.files.readAt(ctx, s.paths[pc.shard], s.versions[pc.shard], p, off)
+		if err == nil {
+			s.aloneRead(int64(len(p)))
+		}
+		return err
 	}
+	b, err := s.pq[pc.shard].aloneRow(int(pc.group), s.rowInGroup(i), s.aloneRoom(), read)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Name(i), err)
 	}
@@ -107,20 +106,32 @@ func (s *Shards) parquetAlone(ctx context.Context, i int, scratch *[]byte) ([]by
 	return *scratch, nil
 }
 
-// groupRow reads piece pc's whole chunk for its row, and keeps the
-// chunk's page spans for the rows read alone after it.
-func (s *Shards) groupRow(ctx context.Context, pc piece, row int64) ([]byte, error) {
-	raw, err := s.readChunk(ctx, pc)
-	if err != nil {
+// aloneRow is row of row group g read alone, in at most room bytes
+// decoded, through read (the file's bytes at an offset): the row's own
+// page where the group's page spans are known, else the group's whole
+// chunk, whose spans are then kept.
+func (pq *parquetShard) aloneRow(g int, row, room int64, read func(p []byte, off int64) error) ([]byte, error) {
+	pq.mu.Lock()
+	spans := pq.groups[g].spans
+	pq.mu.Unlock()
+	if spans != nil {
+		return pq.pageRow(g, row, room, spans, read)
+	}
+	return pq.groupRow(g, row, room, read)
+}
+
+// groupRow reads row group g's whole image chunk for its row, and keeps
+// the chunk's page spans for the rows read alone after it.
+func (pq *parquetShard) groupRow(g int, row, room int64, read func(p []byte, off int64) error) ([]byte, error) {
+	ch := pq.groups[g].chunk
+	raw := make([]byte, ch.Size)
+	if err := read(raw, ch.Off); err != nil {
 		return nil, err
 	}
-	s.aloneRead(int64(len(raw)))
-	pq := s.pq[pc.shard]
-	g := int(pc.group)
-	need, _, err := pqfile.Need(raw, pq.groups[g].chunk.Codec)
-	if err == nil && need > s.aloneRoom() {
+	need, _, err := pqfile.Need(raw, ch.Codec)
+	if err == nil && need > room {
 		err = fmt.Errorf("its pages take %d bytes decompressed, over the %d a row group read for one sample may (the shard memory, or %d) (%w)",
-			need, s.aloneRoom(), DefaultShardMemory, errTooBig)
+			need, room, DefaultShardMemory, errTooBig)
 	}
 	if err != nil { // what the chunk's own bytes say: its rows are skipped
 		return nil, &groupError{err: fmt.Errorf("row group %d: %w", pq.groups[g].num, err)}
@@ -131,14 +142,17 @@ func (s *Shards) groupRow(ctx context.Context, pc piece, row int64) ([]byte, err
 		return nil, &groupError{err: err}
 	}
 	if spans, err := pqfile.Spans(raw); err == nil {
-		s.spans.put(pc.shard, pc.group, spans)
+		pq.mu.Lock()
+		pq.groups[g].spans = spans
+		pq.mu.Unlock()
 	}
 	return rowImage(buf, ends, row)
 }
 
-// pageRow reads row's page of piece pc (spans: its chunk's pages), and
-// the chunk's dictionary where it has one, and decodes the row's image.
-func (s *Shards) pageRow(ctx context.Context, pc piece, spans []pqfile.Span, row int64) ([]byte, error) {
+// pageRow reads row's page of row group g (spans: its chunk's pages),
+// and the chunk's dictionary where it has one, and decodes the row's
+// image.
+func (pq *parquetShard) pageRow(g int, row, room int64, spans []pqfile.Span, read func(p []byte, off int64) error) ([]byte, error) {
 	var dict, page pqfile.Span
 	first := int64(-1)
 	var at int64
@@ -156,21 +170,19 @@ func (s *Shards) pageRow(ctx context.Context, pc piece, spans []pqfile.Span, row
 	if first < 0 {
 		return nil, fmt.Errorf("row %d past its row group's pages: %w", row, ErrShardChanged)
 	}
+	off := pq.groups[g].chunk.Off
 	raw := make([]byte, dict.Len+page.Len)
 	if dict.Len > 0 {
-		if err := s.files.readAt(ctx, s.paths[pc.shard], s.versions[pc.shard], raw[:dict.Len], pc.off+dict.At); err != nil {
+		if err := read(raw[:dict.Len], off+dict.At); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.files.readAt(ctx, s.paths[pc.shard], s.versions[pc.shard], raw[dict.Len:], pc.off+page.At); err != nil {
+	if err := read(raw[dict.Len:], off+page.At); err != nil {
 		return nil, err
 	}
-	s.aloneRead(int64(len(raw)))
-	pq := s.pq[pc.shard]
-	g := int(pc.group)
 	var img []byte
 	n := int64(0)
-	err := pqfile.Decode(raw, pq.imageCol(g), page.Values, s.aloneRoom(), func(v pqfile.Value) error {
+	err := pqfile.Decode(raw, pq.imageCol(g), page.Values, room, func(v pqfile.Value) error {
 		if n == row-first {
 			if v.Null {
 				return errNullImage
@@ -191,27 +203,3 @@ func (s *Shards) pageRow(ctx context.Context, pc piece, spans []pqfile.Span, row
 
 // errNullImage: a row whose image is null.
 var errNullImage = errors.New("its image is null")
-
-// pageSpans are the page spans of the row groups read alone, by file and
-// row group: what lets a row be read as its own page. Kept for the
-// mount's life (a few numbers a page), learnt as the groups are read.
-type pageSpans struct {
-	mu sync.Mutex
-	m  map[[2]int32][]pqfile.Span
-}
-
-func (p *pageSpans) get(shard, group int32) ([]pqfile.Span, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	sp, ok := p.m[[2]int32{shard, group}]
-	return sp, ok
-}
-
-func (p *pageSpans) put(shard, group int32, spans []pqfile.Span) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[[2]int32][]pqfile.Span{}
-	}
-	p.m[[2]int32{shard, group}] = spans
-}

@@ -59,9 +59,8 @@ type Shards struct {
 	labels       string // where every label is 0 for want of a label column, why: status says it
 	// pq holds each Parquet file's footer, parsed (parquet.go); nil for
 	// tar shards.
-	pq    []*parquetShard
-	cols  Columns
-	spans pageSpans // of Parquet row groups read alone (parquetread.go)
+	pq   []*parquetShard
+	cols Columns
 
 	// aloneReads and aloneBytes count the reads of samples read alone
 	// (not in a piece): ranged reads of a tar member, a Parquet chunk or

@@ -33,15 +33,9 @@ func Decode(raw []byte, col Column, rows, limit int64, each func(v Value) error)
 	if err != nil {
 		return err
 	}
-	var need, total int64
-	for _, p := range ps {
-		if err := p.checkCodec(col.Codec); err != nil {
-			return err
-		}
-		need += int64(p.h.uncompressed)
-		if p.h.typ == dataPage || p.h.typ == dataPageV2 {
-			total += int64(p.h.values)
-		}
+	need, total, err := survey(ps, col.Codec)
+	if err != nil {
+		return err
 	}
 	if need > limit {
 		return fmt.Errorf("its pages take %d bytes decompressed, over the %d it may (%w)", need, limit, ErrTooBig)

@@ -16,14 +16,13 @@ const (
 
 // pageHeader is what a page's header says, as far as reading needs.
 type pageHeader struct {
-	typ                     int32
-	uncompressed, size      int32
-	values                  int32 // a data page's values, nulls included; a dictionary's entries
-	encoding                int32
-	defEncoding             int32
-	defBytes, repBytes      int32 // a v2 page's levels, stored uncompressed
-	compressed              bool  // a v2 page's values are compressed (its default)
-	hasData, hasDict, hasV2 bool
+	typ                int32
+	uncompressed, size int32
+	values             int32 // a data page's values, nulls included; a dictionary's entries
+	encoding           int32
+	defEncoding        int32
+	defBytes, repBytes int32 // a v2 page's levels, stored uncompressed
+	compressed         bool  // a v2 page's values are compressed (its default)
 }
 
 // readHeader reads the page header at the start of b; n is its length.
@@ -40,7 +39,6 @@ func readHeader(b []byte) (h pageHeader, n int, err error) {
 		case id == 3:
 			h.size, seen = r.i32(), seen|4
 		case id == 5 && typ == tStruct:
-			h.hasData = true
 			r.each(func(id int16, typ byte) bool {
 				switch id {
 				case 1:
@@ -55,7 +53,6 @@ func readHeader(b []byte) (h pageHeader, n int, err error) {
 				return true
 			})
 		case id == 7 && typ == tStruct:
-			h.hasDict = true
 			r.each(func(id int16, typ byte) bool {
 				switch id {
 				case 1:
@@ -68,7 +65,6 @@ func readHeader(b []byte) (h pageHeader, n int, err error) {
 				return true
 			})
 		case id == 8 && typ == tStruct:
-			h.hasV2 = true
 			r.each(func(id int16, typ byte) bool {
 				switch id {
 				case 1:
@@ -145,6 +141,12 @@ func Need(raw []byte, codec Codec) (need, values int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	return survey(ps, codec)
+}
+
+// survey is what ps take decompressed and the values their data pages
+// hold, each page's codec's word checked against its header.
+func survey(ps []page, codec Codec) (need, values int64, err error) {
 	for _, p := range ps {
 		if err := p.checkCodec(codec); err != nil {
 			return 0, 0, err

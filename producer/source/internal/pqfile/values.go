@@ -117,11 +117,13 @@ func readDictionary(typ Type, b []byte, n int) (*dictionary, error) {
 	if typ != ByteArray && typ != Int32 && typ != Int64 {
 		return nil, fmt.Errorf("a dictionary of %s", typ)
 	}
-	if min := 4; typ == Int64 {
-		if n > len(b)/8 {
-			return nil, fmt.Errorf("a dictionary of %d values in %d bytes", n, len(b))
-		}
-	} else if n > len(b)/min {
+	// A value takes 4 bytes at least (a byte array's length, an INT32),
+	// an INT64 8.
+	width := 4
+	if typ == Int64 {
+		width = 8
+	}
+	if n > len(b)/width {
 		return nil, fmt.Errorf("a dictionary of %d values in %d bytes", n, len(b))
 	}
 	d := &dictionary{}
