@@ -371,11 +371,3 @@ func (s *Store) Consumers() []string {
 	sort.Strings(names)
 	return names
 }
-
-// HasConsumer reports whether name is joined.
-func (s *Store) HasConsumer(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.ros.consumers[name]
-	return ok
-}

@@ -156,6 +156,15 @@ func (f *filler) fill(b *batchFile) error {
 }
 
 // close stops the goroutine and waits for it.
+// counts are the batches read ahead whole, and those that could not be;
+// none with passthrough (no filler).
+func (f *filler) counts() (filled, failed uint64) {
+	if f == nil {
+		return 0, 0
+	}
+	return f.filled.Load(), f.failed.Load()
+}
+
 func (f *filler) close() {
 	if f == nil {
 		return

@@ -122,9 +122,7 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	if err := checkDevFuse(); err != nil {
 		return nil, err
 	}
-	fsys := &fileSystem{store: store, opts: opts, path: &dataPath{backing: opts.Backing, spliceMax: spliceLimit()},
-		ready: make(chan struct{})}
-	zero, attr := time.Duration(0), time.Second
+	fsys := newFileSystem(store, opts)
 	mo := fuse.MountOptions{
 		FsName: "tsock", Name: "tsock",
 		// Replies from a batch's file are spliced (batchHandle.Read);
@@ -141,15 +139,13 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	} else {
 		mo.Logger = log.New(fuseLog{fsys.path}, "", 0)
 	}
-	fsys.root = &root{fs: fsys}
-	server, err := fusefs.Mount(dir, fsys.root, &fusefs.Options{
-		MountOptions: mo, EntryTimeout: &zero, NegativeTimeout: &zero, AttrTimeout: &attr,
-	})
+	nodeOpts := fsys.nodeOptions()
+	nodeOpts.MountOptions = mo
+	server, err := fusefs.Mount(dir, fsys.root, nodeOpts)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	fsys.forget = newForgetter(fsys.root.EmbeddedInode(), fsys.store.Holds)
-	fsys.store.SetInvalidator(fsys.forget)
+	fsys.listen()
 	m := &Mounted{Dir: dir, server: server, fs: fsys}
 	fsys.path.wanted, fsys.path.reason = m.probePassthrough(opts)
 	if fsys.path.wanted { // the window serves the reads the kernel does not pass through
@@ -165,6 +161,30 @@ func Mount(dir string, store *batchstore.Store, opts Options) (*Mounted, error) 
 	}
 	close(fsys.ready)
 	return m, nil
+}
+
+// newFileSystem is the node tree over store, not yet served: Mount hands
+// it to the kernel, NewNodeFS (tests) answers requests in process.
+func newFileSystem(store *batchstore.Store, opts Options) *fileSystem {
+	fsys := &fileSystem{store: store, opts: opts, path: &dataPath{backing: opts.Backing, spliceMax: spliceLimit()},
+		ready: make(chan struct{})}
+	fsys.root = &root{fs: fsys}
+	return fsys
+}
+
+// nodeOptions are go-fuse's node options: entry timeouts zero, so that
+// every open follows a lookup from its thread (an open is charged to the
+// consumer whose directory that lookup named).
+func (fsys *fileSystem) nodeOptions() *fusefs.Options {
+	zero, attr := time.Duration(0), time.Second
+	return &fusefs.Options{EntryTimeout: &zero, NegativeTimeout: &zero, AttrTimeout: &attr}
+}
+
+// listen has the store push its frees to the forgetter, once the tree is
+// served (its root inode is initialised then).
+func (fsys *fileSystem) listen() {
+	fsys.forget = newForgetter(fsys.root.EmbeddedInode(), fsys.store.Holds)
+	fsys.store.SetInvalidator(fsys.forget)
 }
 
 // probePassthrough registers a backing file once: the kernel accepts it
@@ -198,7 +218,7 @@ func (m *Mounted) SharedPath() string {
 		}
 		return fmt.Sprintf("passthrough from %s (reads and mmaps never enter the daemon)", p.backing)
 	}
-	filled, failed := m.ReadAhead()
+	filled, failed := m.fs.fill.counts()
 	notFilled := ""
 	if failed > 0 {
 		notFilled = fmt.Sprintf(" (%d could not be: their readers read them themselves)", failed)
@@ -250,19 +270,6 @@ func (m *Mounted) BatchInodes() int {
 // bytes (none with passthrough).
 func (m *Mounted) Served() (reads, bytes uint64) {
 	return m.fs.path.daemonReads.Load(), m.fs.path.daemonBytes.Load()
-}
-
-// Spliced is how many of the bytes Served counts were spliced from the
-// batches' files.
-func (m *Mounted) Spliced() uint64 { return m.fs.path.splicedBytes.Load() }
-
-// ReadAhead is how many batches the filler has read ahead whole, and how
-// many it could not (those freed before it got to them aside).
-func (m *Mounted) ReadAhead() (filled, failed uint64) {
-	if m.fs.fill == nil {
-		return 0, 0
-	}
-	return m.fs.fill.filled.Load(), m.fs.fill.failed.Load()
 }
 
 // PrunesInodes says whether the kernel forgets released batch files when

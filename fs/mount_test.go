@@ -29,6 +29,7 @@ type env struct {
 	alloc *memfile.Allocator
 	m     *fs.Mounted
 	dir   string
+	tr    tree // the node layer's, for nodeEnv
 }
 
 func mount(t *testing.T, passthrough bool, with ...func(*fs.Options)) *env {
@@ -66,6 +67,7 @@ func both(t *testing.T, test func(t *testing.T, e *env)) {
 	for _, pt := range []bool{true, false} {
 		t.Run(fmt.Sprintf("passthrough=%v", pt), func(t *testing.T) {
 			if pt {
+				fusetest.NeedRoot(t, "FUSE passthrough needs CAP_SYS_ADMIN")
 				fusetest.NeedKernel(t, 6, 9, "FUSE passthrough")
 			}
 			e := mount(t, pt)

@@ -3,7 +3,7 @@ package fs_test
 import (
 	"errors"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,57 +11,152 @@ import (
 	"github.com/tsock/tsock/batchstore/waittest"
 )
 
+// The tests in this file run twice (layers): over the node layer in
+// process, and through a real mount.
+
 func TestTreeAndJoinLeave(t *testing.T) {
-	e := mount(t, true)
-	if got, err := os.ReadFile(e.path("status")); err != nil || string(got) != "ok\n" {
-		t.Fatalf("status: %q %v", got, err)
-	}
-	e.join("trial-1", "trial_2")
-	if got := e.store.Consumers(); strings.Join(got, ",") != "trial-1,trial_2" {
-		t.Fatalf("store consumers %v", got)
-	}
-	entries, err := os.ReadDir(e.path("consumers"))
-	if err != nil || len(entries) != 2 {
-		t.Fatalf("ls consumers: %v %v", entries, err)
-	}
-	st, err := os.ReadFile(e.path("consumers", "trial-1", "status"))
-	if err != nil || !strings.Contains(string(st), "name: trial-1\n") || !strings.HasSuffix(string(st), "\n") {
-		t.Fatalf("consumer status %q %v", st, err)
-	}
-	if err := os.Remove(e.path("consumers", "trial-1")); err != nil {
-		t.Fatalf("rmdir: %v", err)
-	}
-	if e.store.HasConsumer("trial-1") {
-		t.Fatal("rmdir did not leave")
-	}
-	if _, err := os.Stat(e.path("consumers", "trial-1")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("left consumer still visible: %v", err)
-	}
-	// The name can be used again.
-	e.join("trial-1")
+	layers(t, func(t *testing.T, e *env, tr tree) {
+		if got, err := tr.ReadFile("status"); err != nil || string(got) != "ok\n" {
+			t.Fatalf("status: %q %v", got, err)
+		}
+		for _, n := range []string{"trial-1", "trial_2"} {
+			if err := tr.Mkdir("consumers/" + n); err != nil {
+				t.Fatalf("join %s: %v", n, err)
+			}
+		}
+		if got := e.store.Consumers(); strings.Join(got, ",") != "trial-1,trial_2" {
+			t.Fatalf("store consumers %v", got)
+		}
+		if entries, err := tr.ReadDir("consumers"); err != nil || strings.Join(entries, ",") != "trial-1,trial_2" {
+			t.Fatalf("ls consumers: %v %v", entries, err)
+		}
+		st, err := tr.ReadFile("consumers/trial-1/status")
+		if err != nil || !strings.Contains(string(st), "name: trial-1\n") || !strings.HasSuffix(string(st), "\n") {
+			t.Fatalf("consumer status %q %v", st, err)
+		}
+		if err := tr.Rmdir("consumers/trial-1"); err != nil {
+			t.Fatalf("rmdir: %v", err)
+		}
+		if slices.Contains(e.store.Consumers(), "trial-1") {
+			t.Fatal("rmdir did not leave")
+		}
+		if _, err := tr.Size("consumers/trial-1"); !errors.Is(err, syscall.ENOENT) {
+			t.Fatalf("left consumer still visible: %v", err)
+		}
+		if err := tr.Mkdir("consumers/trial-1"); err != nil { // the name can be used again
+			t.Fatalf("join again: %v", err)
+		}
+	})
 }
 
 func TestBadMkdir(t *testing.T) {
-	e := mount(t, true)
-	e.join("a")
-	for _, tc := range []struct {
-		path string
-		want syscall.Errno
-	}{
-		{e.path("consumers", "a"), syscall.EEXIST},
-		{e.path("consumers", "bad name"), syscall.EINVAL},
-		{e.path("consumers", "-dash"), syscall.EINVAL},
-		{e.path("consumers", strings.Repeat("x", 65)), syscall.EINVAL},
-		{e.path("newdir"), syscall.EROFS},
-		{e.path("consumers", "a", "sub"), syscall.EROFS},
-	} {
-		if err := os.Mkdir(tc.path, 0o755); !errors.Is(err, tc.want) {
-			t.Errorf("mkdir %s: got %v, want %v", tc.path, err, tc.want)
+	layers(t, func(t *testing.T, e *env, tr tree) {
+		if err := tr.Mkdir("consumers/a"); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if got := e.store.Consumers(); len(got) != 1 {
-		t.Fatalf("bad mkdirs changed the consumers: %v", got)
-	}
+		for _, tc := range []struct {
+			path string
+			want syscall.Errno
+		}{
+			{"consumers/a", syscall.EEXIST},
+			{"consumers/bad name", syscall.EINVAL},
+			{"consumers/-dash", syscall.EINVAL},
+			{"consumers/" + strings.Repeat("x", 65), syscall.EINVAL},
+			{"newdir", syscall.EROFS},
+			{"consumers/a/sub", syscall.EROFS},
+		} {
+			if err := tr.Mkdir(tc.path); !errors.Is(err, tc.want) {
+				t.Errorf("mkdir %s: got %v, want %v", tc.path, err, tc.want)
+			}
+		}
+		if got := e.store.Consumers(); len(got) != 1 {
+			t.Fatalf("bad mkdirs changed the consumers: %v", got)
+		}
+	})
+}
+
+// Reading a batch whole and closing it consumes it: with no other
+// consumer it is freed; an unlink consumes one unread; past the end of
+// the data, and for names no batch has, ENOENT.
+func TestReadConsumesAndTheEndIsENOENT(t *testing.T) {
+	layers(t, func(t *testing.T, e *env, tr tree) {
+		if err := tr.Mkdir("consumers/a"); err != nil {
+			t.Fatal(err)
+		}
+		for seq := range 3 {
+			e.publish(seq)
+		}
+		e.store.Finish()
+		if size, err := tr.Size("consumers/a/000000.safetensors"); err != nil || size != contentSize {
+			t.Fatalf("size of batch 0: %d (%v), want %d", size, err, contentSize)
+		}
+		got, err := tr.ReadFile("consumers/a/000000.safetensors")
+		if err != nil || sum(got) != sum(content(0)) {
+			t.Fatalf("batch 0: %d bytes (%v), not batch 0's", len(got), err)
+		}
+		waittest.Until(t, "batch 0 consumed and freed", func() bool {
+			cs, _ := e.store.ConsumerSnapshot("a")
+			return cs.BatchesRead == 1 && e.store.Snapshot().Freed == 1
+		})
+		if err := tr.Remove("consumers/a/000001.safetensors"); err != nil {
+			t.Fatalf("unlink batch 1: %v", err)
+		}
+		if snap := e.store.Snapshot(); snap.Freed != 2 {
+			t.Fatalf("unlinked batch not freed: %d freed", snap.Freed)
+		}
+		if err := tr.Remove("consumers/a/000001.safetensors"); !errors.Is(err, syscall.ENOENT) {
+			t.Fatalf("second unlink: %v", err)
+		}
+		for _, name := range []string{"000003.safetensors", "2.safetensors", "0000002.safetensors",
+			"000000.bin", "abc", "-00001.safetensors", "99999999999999999999999.safetensors"} {
+			if _, err := tr.Size("consumers/a/" + name); !errors.Is(err, syscall.ENOENT) {
+				t.Errorf("%s: got %v, want ENOENT", name, err)
+			}
+		}
+		if _, err := tr.Size("consumers/nobody/000000.safetensors"); !errors.Is(err, syscall.ENOENT) {
+			t.Fatalf("unknown consumer: %v", err)
+		}
+		if got, err := tr.ReadFile("consumers/a/000002.safetensors"); err != nil || sum(got) != sum(content(2)) {
+			t.Fatalf("last batch: %d bytes (%v)", len(got), err)
+		}
+	})
+}
+
+// Control files: a good write takes, a bad one is EINVAL and changes
+// nothing; files nobody may write are EROFS.
+func TestControlWritesAndReadOnlyFiles(t *testing.T) {
+	layers(t, func(t *testing.T, e *env, tr tree) {
+		if err := tr.Mkdir("consumers/a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.WriteFile("consumers/a/batch_size", []byte("3\n")); err != nil {
+			t.Fatalf("batch_size 3: %v", err)
+		}
+		for _, bad := range []string{"0\n", "abc", "-2"} {
+			if err := tr.WriteFile("consumers/a/batch_size", []byte(bad)); !errors.Is(err, syscall.EINVAL) {
+				t.Errorf("batch_size %q: got %v, want EINVAL", bad, err)
+			}
+		}
+		if got, err := tr.ReadFile("consumers/a/batch_size"); err != nil || string(got) != "3\n" {
+			t.Fatalf("batch_size after bad writes: %q (%v), want 3", got, err)
+		}
+		if err := tr.WriteFile("consumers/a/subset", []byte("fold 9/5\n")); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("subset fold 9/5: got %v, want EINVAL", err)
+		}
+		for _, path := range []string{"status", "new", "consumers/a/x", "consumers/a/status"} {
+			if err := tr.WriteFile(path, []byte("x")); !errors.Is(err, syscall.EROFS) && !errors.Is(err, syscall.EACCES) {
+				t.Errorf("write %s: got %v, want EROFS (or EACCES from the kernel's modes)", path, err)
+			}
+		}
+		for seq := range 4 {
+			e.publish(seq)
+		}
+		got, err := tr.ReadFile("consumers/a/000000.safetensors")
+		want := string(content(0)) + string(content(1)) + string(content(2))
+		if err != nil || string(got) != want {
+			t.Fatalf("re-batched batch 0: %d bytes (%v), want batches 0-2 (%d)", len(got), err, len(want))
+		}
+	})
 }
 
 func TestEverythingElseIsReadOnly(t *testing.T) {
@@ -98,29 +193,26 @@ func TestEverythingElseIsReadOnly(t *testing.T) {
 }
 
 func TestListingShowsUnconsumedBatches(t *testing.T) {
-	e := mount(t, true)
-	e.join("a")
-	for i := 0; i < 3; i++ {
-		e.publish(i)
-	}
-	if _, err := os.ReadFile(e.batch("a", 0)); err != nil {
-		t.Fatal(err)
-	}
-	waittest.Until(t, "release", func() bool { cs, _ := e.store.ConsumerSnapshot("a"); return cs.BatchesRead == 1 })
-	entries, err := os.ReadDir(e.path("consumers", "a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, de := range entries {
-		names = append(names, de.Name())
-	}
-	sort.Strings(names)
-	if strings.Join(names, " ") != "000001.safetensors 000002.safetensors batch_size state status subset" {
-		t.Fatalf("ls: %v", names)
-	}
-	st, err := os.Stat(e.batch("a", 2))
-	if err != nil || st.Size() != int64(len(content(2))) {
-		t.Fatalf("stat size %v, want %d (%v)", st, len(content(2)), err)
-	}
+	layers(t, func(t *testing.T, e *env, tr tree) {
+		if err := tr.Mkdir("consumers/a"); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			e.publish(i)
+		}
+		if _, err := tr.ReadFile("consumers/a/000000.safetensors"); err != nil {
+			t.Fatal(err)
+		}
+		waittest.Until(t, "release", func() bool { cs, _ := e.store.ConsumerSnapshot("a"); return cs.BatchesRead == 1 })
+		names, err := tr.ReadDir("consumers/a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(names, " ") != "000001.safetensors 000002.safetensors batch_size state status subset" {
+			t.Fatalf("ls: %v", names)
+		}
+		if size, err := tr.Size("consumers/a/000002.safetensors"); err != nil || size != int64(len(content(2))) {
+			t.Fatalf("stat size %d, want %d (%v)", size, len(content(2)), err)
+		}
+	})
 }

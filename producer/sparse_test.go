@@ -109,7 +109,7 @@ func TestShardedEpochsAreExactForEveryConsumer(t *testing.T) {
 			exactly(t, "all", got["all"], epochs, func(int) []int { return members(nil, n) })
 			exactly(t, "third", got["third"], epochs, func(int) []int { return members(third, n) })
 			exactly(t, "late", got["late"], epochs, func(int) []int { return members(odd, n) })
-			if req, _ := src.WholeReads(); req == 0 {
+			if req := src.Stats().Reads; req == 0 {
 				t.Error("no piece read whole")
 			}
 		})

@@ -3,6 +3,11 @@
 # need. Safe to run again: it does nothing when everything is there.
 set -euo pipefail
 
+# What building needs: gcc (cgo), libjpeg62-turbo-dev (jpeglib.h, for the
+# region decoder; libjpeg.so.62 at run time). TSOCK_SETUP_BUILD_ONLY=1
+# installs only these (scripts/test.sh compiles the tests while the rest
+# installs).
+build=(gcc libc6-dev libjpeg62-turbo-dev)
 # libjpeg62-turbo-dev: jpeglib.h, for the region decoder (libjpeg.so.62 at run time).
 # python3-venv, -pip, -setuptools, -wheel: the Python client's venv (below).
 # tmux: the test that looks at `tsock status --watch` in a real terminal.
@@ -42,16 +47,24 @@ if [[ "${TSOCK_SETUP_S3:-0}" == 1 ]]; then
 	gotool versitygw github.com/versity/versitygw/cmd/versitygw@v1.8.0
 fi
 
-missing=()
-for p in "${packages[@]}"; do
-	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if ((${#missing[@]})); then
-	echo "setup: installing ${missing[*]}" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install() { # install PACKAGE...: those not installed yet
+	local missing=() p
+	for p in "$@"; do
+		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+	done
+	if ((${#missing[@]})); then
+		echo "setup: installing ${missing[*]}" >&2
+		export DEBIAN_FRONTEND=noninteractive
+		[[ -n "${updated:-}" ]] || apt-get update -qq
+		updated=1
+		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+}
+if [[ "${TSOCK_SETUP_BUILD_ONLY:-0}" == 1 ]]; then
+	install "${build[@]}"
+	exit 0
 fi
+install "${build[@]}" "${packages[@]}"
 
 if ! command -v go >/dev/null; then
 	if [[ -x /usr/local/go/bin/go ]]; then

@@ -12,8 +12,23 @@ phases=()
 started=$SECONDS
 phase() { phases+=("$1 $((SECONDS - started))s"); started=$SECONDS; }
 
+# First what building needs (jpeglib.h), then every test binary is
+# compiled in the background while apt-get installs the rest (torch,
+# Slurm: minutes of download and dpkg on a fresh machine, where the
+# compile is CPU): the go test below finds them in the build cache.
+TSOCK_SETUP_BUILD_ONLY=1 scripts/setup.sh
+prebuilt=$(mktemp -d /tmp/tsock-prebuilt.XXXXXX)
+go test -race -c -o "$prebuilt/" ./... >"$prebuilt.log" 2>&1 &
+prebuildpid=$!
 TSOCK_SETUP_TORCH=1 TSOCK_SETUP_S3=1 TSOCK_SETUP_LINT=1 TSOCK_SETUP_SLURM=1 scripts/setup.sh
 phase setup
+if ! wait "$prebuildpid"; then
+	echo "building the test binaries failed:" >&2
+	cat "$prebuilt.log" >&2
+	exit 1
+fi
+rm -rf "$prebuilt" "$prebuilt.log"
+phase "test build (after setup)"
 go vet ./...
 # staticcheck's own findings, deprecations included (setup.sh builds it).
 /var/cache/tsock/gobin/staticcheck ./...
@@ -34,7 +49,7 @@ mypyout=$(mktemp /tmp/tsock-mypy.XXXXXX)
 # whole run stays within 10 minutes).
 fuzz() {
 	local failed=0 target fuzzlog
-	for target in batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset producer/skipbudget:FuzzParse batchstore/batchfile:FuzzParse producer/source/wds:FuzzIndex producer/source/wds:FuzzExpand producer/source:FuzzS3Keys producer/source:FuzzShardIndex producer/source:FuzzHubClassNames producer/source:FuzzParseColumns producer/source:FuzzParquetFile producer/source/internal/pqfile:FuzzFooter producer/source/internal/pqfile:FuzzChunk producer/source/remote:FuzzSharedConfig producer/source/remote:FuzzRedact producer/source/remote:FuzzContentRange producer/pipeline:FuzzDecode cmd/tsock:FuzzMountFlags cmd/tsock:FuzzStatusView; do
+	for target in batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset producer/skipbudget:FuzzParse batchstore/batchfile:FuzzParse producer/source/internal/wds:FuzzIndex producer/source/internal/wds:FuzzExpand producer/source:FuzzS3Keys producer/source:FuzzShardIndex producer/source:FuzzHubClassNames producer/source:FuzzParseColumns producer/source:FuzzParquetFile producer/source/internal/pqfile:FuzzFooter producer/source/internal/pqfile:FuzzChunk producer/source/remote:FuzzSharedConfig producer/source/remote:FuzzRedact producer/source/remote:FuzzContentRange producer/pipeline:FuzzDecode cmd/tsock:FuzzMountFlags cmd/tsock:FuzzStatusView; do
 		fuzzlog=$(mktemp /tmp/tsock-fuzz.XXXXXX)
 		go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime 6s -fuzzminimizetime 2s "./${target%%:*}" >"$fuzzlog" 2>&1 || true
 		cat "$fuzzlog" >>"$fuzzout"
@@ -75,6 +90,38 @@ cat "$fuzzout" >>"$log"
 rm -f "$fuzzout" "$fuzzout.found" "$mypyout"
 phases+=("(fuzz+mypy beside it: $((SECONDS - fuzzstart))s from its start)")
 phase "fuzz+mypy after go test"
+
+# The fs tests again as a user without root (nobody, no capabilities):
+# every mount goes through fusermount3 and the daemon serves reads, as
+# for most users. Only tests that need root themselves (passthrough)
+# skip, saying "root only": they ran as root above; any other skip fails.
+# After go test: its own tests change /dev/fuse's mode.
+nonroot=$(mktemp -d /tmp/tsock-nonroot.XXXXXX)
+nonrootlog=$(mktemp /tmp/tsock-nonroot-log.XXXXXX)
+go test -race -c -o "$nonroot/fs.test" ./fs
+mkdir "$nonroot/tmp"
+chown 65534:65534 "$nonroot/tmp"
+chmod 0755 "$nonroot" "$nonroot/fs.test"
+devfuse=$(stat -c %a /dev/fuse)
+chmod 0666 /dev/fuse
+set +e
+(cd "$nonroot" && setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH=/usr/bin:/bin HOME="$nonroot/tmp" TMPDIR="$nonroot/tmp" \
+	./fs.test -test.v -test.count=1 -test.timeout 5m) >"$nonrootlog" 2>&1
+nonrootstatus=$?
+set -e
+chmod "$devfuse" /dev/fuse
+rm -rf "$nonroot"
+grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- (PASS|SKIP)|.*SKIPPED \(root only\))' "$nonrootlog" || true
+skips=$(grep -c -E '^\s*--- SKIP' "$nonrootlog" || true)
+rootonly=$(grep -c -F 'SKIPPED (root only): ' "$nonrootlog" || true)
+otherskips=$((skips - rootonly))
+passed=$(grep -c -E '^\s*--- PASS' "$nonrootlog" || true)
+echo "fs as uid 65534: $passed passed, $rootonly skipped as root only"
+if ((nonrootstatus != 0 || otherskips > 0 || passed == 0)); then
+	echo "the fs tests as a user without root failed (exit $nonrootstatus, $otherskips skips that are not root only): $nonrootlog" >&2
+	status=1
+fi
+phase "fs without root"
 
 # The Slurm recipe on a real Slurm (one node here: munged, slurmctld and
 # slurmd started by the script and stopped by PID).

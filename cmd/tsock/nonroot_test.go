@@ -27,7 +27,7 @@ import (
 // exits 0, leaving no mount. Where /dev/fuse is not openable, the mount
 // exits 1 at once saying so.
 func TestWithoutRoot(t *testing.T) {
-	fusetest.Need(t) // root sets the stage: /dev/fuse's mode, a user's directories
+	fusetest.NeedRoot(t, "root sets the stage: /dev/fuse's mode, a user's directories")
 	if _, err := exec.LookPath("fusermount3"); err != nil {
 		t.Fatal("fusermount3 (Debian's fuse3, scripts/setup.sh installs it): ", err)
 	}
@@ -202,7 +202,7 @@ func copyExecutable(t *testing.T, path, dir string) string {
 // (not a line per reply, as go-fuse would), and status counts only what
 // was spliced and says why splicing is off.
 func TestWithoutRootAFailedSpliceFallsBackOnce(t *testing.T) {
-	fusetest.Need(t)
+	fusetest.NeedRoot(t, "root sets /dev/fuse's mode and pipe-max-size, and runs the daemon as a user")
 	setDevFuse(t, 0o666)
 	was, err := os.ReadFile("/proc/sys/fs/pipe-max-size")
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/gpu"
-	"github.com/tsock/tsock/producer/pipeline/turbo"
+	"github.com/tsock/tsock/producer/pipeline"
 )
 
 // version is stamped at build time (-ldflags "-X main.version=v1.2.3");
@@ -86,7 +86,7 @@ func versionReport(p machineProbe) string {
 	line("fuse device", "%s", fuseDevice(p.devFuse))
 	line("fusermount3", "%s", lookPath("fusermount3"))
 	line("passthrough", "%s", passthrough(major, minor, root))
-	if err := turbo.Available(); err != nil {
+	if err := pipeline.TurboAvailable(); err != nil {
 		line("libjpeg-turbo", "not usable (%v): JPEGs decode with Go's image/jpeg, several times slower", err)
 	} else {
 		line("libjpeg-turbo", "libjpeg.so.62 loaded: region decode with DCT scaling")

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/tsock/tsock/producer/pipeline/turbo"
+	"github.com/tsock/tsock/producer/pipeline/internal/turbo"
 )
 
 // Config is how samples are made.
@@ -22,6 +22,10 @@ const (
 	DecoderTurbo = "turbo" // libjpeg-turbo or fail
 	DecoderGo    = "go"    // Go's image/jpeg: slower, no DCT scaling
 )
+
+// TurboAvailable says why libjpeg-turbo cannot be used here, or nil:
+// what `tsock version` reports.
+func TurboAvailable() error { return turbo.Available() }
 
 // PickDecoder resolves --decoder: whether to use libjpeg-turbo, and the
 // line status shows.

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tsock/tsock/producer/pipeline/turbo"
+	"github.com/tsock/tsock/producer/pipeline/internal/turbo"
 	"github.com/tsock/tsock/producer/source"
 )
 
@@ -76,7 +76,7 @@ func regionEqualsWhole(t *testing.T, w *worker, src *source.Folder) {
 // a skipped file (turbo's own test checks the bytes against PIL's).
 func TestCMYKJPEGKeepsItsColours(t *testing.T) {
 	dir := t.TempDir()
-	data, err := os.ReadFile("turbo/testdata/cmyk.jpg")
+	data, err := os.ReadFile("internal/turbo/testdata/cmyk.jpg")
 	if err != nil {
 		t.Fatal(err)
 	}

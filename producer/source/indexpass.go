@@ -9,26 +9,22 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/tsock/tsock/producer/source/wds"
+	"github.com/tsock/tsock/producer/source/internal/wds"
 )
 
 // The index pass: every shard read to its end, as many at once as its
 // store allows, whole or an error (shardIndex), and what a shard cut
 // short by its own bytes lost, counted.
 
-// indexAll indexes every shard, as many at a time as files allows,
+// indexAll indexes every shard as its format does, as many at a time as files allows,
 // telling opts.Progress how far it got.
-func indexAll(ctx context.Context, paths []string, files shardFiles, opts Options) []shardIndex {
+func indexAll(ctx context.Context, paths []string, files shardFiles, format shardFormat, opts Options) []shardIndex {
 	indexes := make([]shardIndex, len(paths))
 	var mu sync.Mutex
 	done := 0
 	opts.tell("indexing %d shards: 0 done", len(paths))
 	inParallel(len(paths), files.parallel(), func(i int) {
-		if IsParquetSpec(paths[i]) {
-			indexes[i] = indexParquet(ctx, files, paths[i], opts.Columns)
-		} else {
-			indexes[i] = files.index(ctx, paths[i])
-		}
+		indexes[i] = format.index(ctx, files, paths[i])
 		mu.Lock()
 		defer mu.Unlock()
 		done++

@@ -94,11 +94,11 @@ func TestClassSortedParquetMixesLikeAUniformShuffle(t *testing.T) {
 	if err := sh.Arrange(source.ShardSpace{Memory: memory, Disk: 0, Batch: 16}); err != nil {
 		t.Fatal(err)
 	}
-	narrow := sh.Mixing()
+	narrow := sh.Stats().Mix
 	if err := sh.Arrange(source.ShardSpace{Memory: memory, Disk: source.AutoDisk, DiskDir: producertest.DiskDir(t), Batch: 16}); err != nil {
 		t.Fatal(err)
 	}
-	wide := sh.Mixing()
+	wide := sh.Stats().Mix
 	t.Logf("memory alone: %.1f distinct labels a batch; with the disk: %.1f (window %d of %d row groups); uniform %.1f", narrow.Distinct, wide.Distinct, sh.ShuffleWindow(), sh.Pieces(), wide.Uniform)
 	if wide.Distinct < 0.9*wide.Uniform || narrow.Distinct > 0.7*narrow.Uniform || sh.Pieces() != 48 {
 		t.Fatalf("distinct labels a batch: %.1f with the disk, %.1f without, of a uniform shuffle's %.1f; %d pieces, want 48 row groups", wide.Distinct, narrow.Distinct, wide.Uniform, sh.Pieces())

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tsock/tsock/producer/source/internal/pqfile"
 
-	"github.com/tsock/tsock/producer/source/wds"
+	"github.com/tsock/tsock/producer/source/internal/wds"
 )
 
 // indexParquet indexes one Parquet file: its footer (one request for its
@@ -193,15 +193,9 @@ func hubClassNames(meta, label string) ([]string, error) {
 // parquetClasses are the class names of a dataset: a Parquet one's, the
 // Hub's, from the first file whose metadata has them, where they name
 // every label used (maxLabel, the largest); else (tar shards too) the
-// labels' numbers, and for Parquet a note naming the file and why.
+// labels' numbers, and a note naming the file and why.
 func parquetClasses(paths []string, pqs []*parquetShard, cols Columns, maxLabel int) (classes []string, note string) {
-	numbers := func() []string {
-		c := make([]string, maxLabel+1)
-		for i := range c {
-			c[i] = strconv.Itoa(i)
-		}
-		return c
-	}
+	numbers := func() []string { return labelNumbers(maxLabel) }
 	for i, pq := range pqs {
 		if pq == nil || pq.label < 0 {
 			continue

@@ -10,10 +10,10 @@ import (
 
 // cutGroups makes a Parquet dataset's pieces: a row group's image column
 // chunk each, whatever the target (a chunk is read whole or not at all).
-func (s *Shards) cutGroups() {
+func (f *parquetFormat) cutGroups(s *Shards) {
 	for i := 0; i < len(s.samples); {
 		sh := s.samples[i].shard
-		pq := s.pq[sh]
+		pq := f.files[sh]
 		g := -1
 		for ; i < len(s.samples) && s.samples[i].shard == sh; i++ {
 			smp := &s.samples[i]
@@ -24,7 +24,7 @@ func (s *Shards) cutGroups() {
 					// The footer claims more than any row group may be
 					// decoded into: never held (size 0), so that its claim
 					// sizes no window, disk or buffer; read alone, where its
-					// pages' own word decides (parquetAlone).
+					// pages' own word decides (readAlone).
 					held = 0
 				}
 				s.pieces = append(s.pieces, piece{shard: sh, group: int32(g), off: off, size: held, read: read})
@@ -37,32 +37,22 @@ func (s *Shards) cutGroups() {
 
 // readGroup reads piece pc's chunk and decodes its images into buf (the
 // piece's size of room): the rows' ends in it.
-func (s *Shards) readGroup(ctx context.Context, pc piece, buf []byte) ([]int64, error) {
-	raw, err := s.readChunk(ctx, pc)
-	if err != nil {
+func (f *parquetFormat) readGroup(ctx context.Context, s *Shards, pc piece, buf []byte) ([]int64, error) {
+	raw := make([]byte, pc.read) // its bytes in the file, which the file's size bounds (openParquet checked the footer's word)
+	if err := s.files.readAt(ctx, s.paths[pc.shard], s.versions[pc.shard], raw, pc.off); err != nil {
 		return nil, err
 	}
-	ends, err := s.pq[pc.shard].imageRows(int(pc.group), raw, buf)
+	ends, err := f.files[pc.shard].imageRows(int(pc.group), raw, buf)
 	if err != nil {
 		return nil, &groupError{err: err}
 	}
 	return ends, nil
 }
 
-// readChunk reads piece pc's chunk: its bytes in the file, which the
-// file's size bounds (openParquet checked the footer's word).
-func (s *Shards) readChunk(ctx context.Context, pc piece) ([]byte, error) {
-	raw := make([]byte, pc.read)
-	if err := s.files.readAt(ctx, s.paths[pc.shard], s.versions[pc.shard], raw, pc.off); err != nil {
-		return nil, err
-	}
-	return raw, nil
-}
-
 // rowInGroup is Parquet sample i's row in its piece's row group.
-func (s *Shards) rowInGroup(i int) int64 {
+func (f *parquetFormat) rowInGroup(s *Shards, i int) int64 {
 	smp := s.samples[i]
-	return smp.offset - s.pq[smp.shard].groups[s.pieces[smp.piece].group].first
+	return smp.offset - f.files[smp.shard].groups[s.pieces[smp.piece].group].first
 }
 
 // aloneRoom is the most a row group read for one sample may take
@@ -78,7 +68,7 @@ func (e *groupError) Error() string { return e.err.Error() }
 
 func (e *groupError) Unwrap() error { return e.err }
 
-// parquetAlone reads sample i alone (no room to hold its row group for
+// readAlone reads sample i alone (no room to hold its row group for
 // the epoch): the first time its row group is read so, the whole chunk,
 // decoded, and the chunk's page spans kept; every later time, the row's
 // own page only (and the chunk's dictionary, where it has one), a page of
@@ -88,7 +78,7 @@ func (e *groupError) Unwrap() error { return e.err }
 // The room it decodes into is what the pages say they take (never the
 // footer's word alone: a footer may claim a terabyte), at most
 // aloneRoom: a row group past that is left out, said.
-func (s *Shards) parquetAlone(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
+func (f *parquetFormat) readAlone(ctx context.Context, s *Shards, i int, scratch *[]byte) ([]byte, error) {
 	smp := s.samples[i]
 	pc := s.pieces[smp.piece]
 	read := func(p []byte, off int64) error { // this file's bytes, counted as a read alone
@@ -98,7 +88,7 @@ func (s *Shards) parquetAlone(ctx context.Context, i int, scratch *[]byte) ([]by
 		}
 		return err
 	}
-	b, err := s.pq[pc.shard].aloneRow(int(pc.group), s.rowInGroup(i), s.aloneRoom(), read)
+	b, err := f.files[pc.shard].aloneRow(int(pc.group), f.rowInGroup(s, i), s.aloneRoom(), read)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Name(i), err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/tsock/tsock/producer"
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
+	"github.com/tsock/tsock/producer/source/internal/wds"
 	"github.com/tsock/tsock/producer/source/remote/s3test"
-	"github.com/tsock/tsock/producer/source/wds"
 )
 
 // relabel rewrites shard path in place with every label one more: the

@@ -205,7 +205,7 @@ func TestTheFetcherLeavesWholeShardsToTheSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	gets := byMethod(proxy.Log()[atOpen:], " GET ")
-	whole, _ := src.(*source.Shards).WholeReads()
+	whole := src.(*source.Shards).Stats().Reads
 	if int64(len(gets)) != whole {
 		t.Fatalf("%d GETs, %d of them whole shards: the rest read samples alone:\n%s", len(gets), whole, strings.Join(gets, "\n"))
 	}

@@ -10,8 +10,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/tsock/tsock/producer/source/internal/wds"
 	"github.com/tsock/tsock/producer/source/remote"
-	"github.com/tsock/tsock/producer/source/wds"
 )
 
 // IsS3Spec says whether a --source value names an object store.

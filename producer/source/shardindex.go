@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/tsock/tsock/producer/source/wds"
+	"github.com/tsock/tsock/producer/source/internal/wds"
 )
 
 // A shard index file keeps what indexing the shards learnt (each shard's

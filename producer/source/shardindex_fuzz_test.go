@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/tsock/tsock/producer/source/wds"
+	"github.com/tsock/tsock/producer/source/internal/wds"
 )
 
 // FuzzShardIndex: any bytes given as an index file decode into an index

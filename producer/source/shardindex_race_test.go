@@ -29,7 +29,7 @@ func TestAnIndexPlantedBetweenCheckAndOpenIsRefused(t *testing.T) {
 		paths = append(paths, writeShard(t, filepath.Join(dir, fmt.Sprintf("s%d.tar", k)), k))
 	}
 	ctx := context.Background()
-	ixs := indexAll(ctx, paths, localShards{}, Options{})
+	ixs := indexAll(ctx, paths, localShards{}, tarFormat{}, Options{})
 	for k := range ixs {
 		if ixs[k].broke != nil || len(ixs[k].samples) == 0 {
 			t.Fatalf("shard %d indexed as %+v", k, ixs[k])

@@ -88,7 +88,7 @@ func TestPartsOfShardsAreReadOncePerEpoch(t *testing.T) {
 	var got, exp []byte
 	for epoch := range 2 {
 		source.ShardShuffle(rng, order, sh.Piece, sh.Pieces(), sh.ShuffleWindow(), sh.PieceClass)
-		before, _ := sh.WholeReads()
+		before := sh.Stats().Reads
 		atPlan := len(proxy.Log())
 		sh.Schedule(order, nil)
 		var onDisk int64 // the most seen on the shard disk
@@ -104,7 +104,8 @@ func TestPartsOfShardsAreReadOncePerEpoch(t *testing.T) {
 				t.Fatalf("epoch %d, sample %d: %d bytes, not the shard's %d (%v)", epoch, i, len(got), len(exp), err)
 			}
 		}
-		after, readBytes := sh.WholeReads()
+		st := sh.Stats()
+		after, readBytes := st.Reads, st.ReadBytes
 		gets := byMethod(proxy.Log()[atPlan:], " GET ")
 		reads := after - before
 		if int64(len(gets)) != reads || reads > int64(st.Pieces) || (epoch == 0 && (reads != int64(st.Pieces) || readBytes != total)) {

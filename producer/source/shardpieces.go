@@ -114,9 +114,6 @@ func (s *Shards) ShuffleWindow() int {
 	return max(s.window, 1)
 }
 
-// Mixing is the estimate Arrange made.
-func (s *Shards) Mixing() Mix { return s.mix }
-
 // cut makes the pieces: each shard whole where it is at most target
 // bytes (or target is 0), else in parts of at least target bytes, cut
 // between samples. A part runs from its first sample's member to the
@@ -124,20 +121,8 @@ func (s *Shards) Mixing() Mix { return s.mix }
 // the parts cover the shard's bytes once.
 func (s *Shards) cut(target int64) {
 	s.pieces = s.pieces[:0]
-	defer s.classify()
-	if s.pq != nil {
-		s.cutGroups()
-		return
-	}
-	for i := 0; i < len(s.samples); {
-		sh := s.samples[i].shard
-		end := i
-		for end < len(s.samples) && s.samples[end].shard == sh {
-			end++
-		}
-		s.cutShard(sh, i, end, target)
-		i = end
-	}
+	s.format.cut(s, target)
+	s.classify()
 }
 
 // classify sets each piece's class: the label most of its samples have
@@ -379,8 +364,8 @@ func (s *Shards) Arrange(space ShardSpace) error {
 	if err != nil || disk == 0 {
 		return err
 	}
-	s.choose(batch, s.memory+disk)
-	s.disk = disk // what the user named is the shuffle's to use
+	s.choose(batch, s.memory+disk) // the room (below) once the disk is set
+	s.disk = disk                  // what the user named is the shuffle's to use
 	if space.Disk == AutoDisk {
 		s.disk = min(disk, max(s.spaceFor(s.window)-s.memory, 0))
 	}
@@ -394,12 +379,12 @@ func (s *Shards) Arrange(space ShardSpace) error {
 // then uniform (ShuffleWindow 0: nothing is gained by reading piece by
 // piece), and status says why (Alone).
 func (s *Shards) settle() {
-	budget := s.memory + s.disk
-	if s.largestPiece() <= budget/4 {
+	budget := s.room()
+	if holdable(s.largestPiece(), budget) {
 		return
 	}
 	s.cut(minPiece)
-	if s.largestPiece() <= budget/4 {
+	if holdable(s.largestPiece(), budget) {
 		s.window = s.windowFor(budget)
 		return
 	}
@@ -441,6 +426,14 @@ func (s *Shards) choose(batch int, budget int64) bool {
 func (s *Shards) spaceFor(w int) int64 {
 	return min(int64(2*w), int64(len(s.pieces)))*s.pieceBytes()*5/4 + s.largestPiece()
 }
+
+// room is the bytes pieces may be held in: the shard memory and disk.
+func (s *Shards) room() int64 { return s.memory + s.disk }
+
+// holdable says whether a piece of size bytes is held in room bytes: at
+// most a quarter of them, so that a few are under way beside it (the one
+// rule both Arrange's settling and each epoch's schedule apply).
+func holdable(size, room int64) bool { return size > 0 && size <= room/4 }
 
 // largestPiece is the largest piece's bytes.
 func (s *Shards) largestPiece() int64 {

@@ -14,7 +14,7 @@ import (
 // headers between), labelled by label(i); no shard is read.
 func indexedShards(shards, per int, size int64, classes int, label func(i int) int) *Shards {
 	s := &Shards{paths: make([]string, shards), versions: make([]string, shards), sizes: make([]int64, shards),
-		classes: make([]string, classes), memory: DefaultShardMemory}
+		classes: make([]string, classes), memory: DefaultShardMemory, format: tarFormat{}}
 	for sh := range shards {
 		off := int64(0)
 		for k := range per {
@@ -99,7 +99,7 @@ func TestClassSortedShardsMixLikeAUniformShuffle(t *testing.T) {
 	}
 	got, uniform, even, uniformEven := epochSpread(s, batch)
 	t.Logf("with the shard disk: %d pieces of %d bytes on average, a window of %d, %d bytes of disk (%.2f of the shards): %.1f distinct labels a batch, uniform %.1f (Arrange's estimate %.1f of %.1f); a label in %.3f of the tenths, uniform %.3f",
-		s.Pieces(), s.pieceBytes(), s.ShuffleWindow(), s.disk, float64(s.disk)/float64(shards*s.sizes[0]), got, uniform, s.Mixing().Distinct, s.Mixing().Uniform, even, uniformEven)
+		s.Pieces(), s.pieceBytes(), s.ShuffleWindow(), s.disk, float64(s.disk)/float64(shards*s.sizes[0]), got, uniform, s.mix.Distinct, s.mix.Uniform, even, uniformEven)
 	if got < 0.9*uniform {
 		t.Fatalf("a batch holds %.1f distinct labels, a uniform shuffle's %.1f: under 0.9 of it", got, uniform)
 	}

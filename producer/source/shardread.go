@@ -93,10 +93,6 @@ type wholeShard struct {
 // Shard is the shard that sample i is in.
 func (s *Shards) Shard(i int) int { return int(s.samples[i].shard) }
 
-// ShardMemory arranges pieces in bytes of memory and no disk (0: read
-// every sample alone, as before Schedule existed).
-func (s *Shards) ShardMemory(bytes int64) { s.Arrange(ShardSpace{Memory: bytes}) }
-
 // Schedule says which samples the next epoch reads, in order, and how
 // the epoch after it is expected to begin (next; nil: not known): the
 // shards it wants much of are read whole, in that order, a few ahead,
@@ -116,7 +112,7 @@ func (s *Shards) Schedule(order, next []int) {
 		return
 	}
 	r := s.reader
-	if budget := s.memory + s.disk; r == nil || r.budget != budget {
+	if budget := s.room(); r == nil || r.budget != budget {
 		if r != nil {
 			r.close()
 			s.retire(r)
@@ -158,11 +154,11 @@ func (s *Shards) wholePieces(order []int) (whole []bool, left []int32, seq []int
 	for _, i := range order {
 		left[s.samples[i].piece]++
 	}
-	budget := s.memory + s.disk
+	budget := s.room()
 	for p, pc := range s.pieces {
 		// Read whole where the epoch wants enough of it (the format's
 		// rule) and it fits the budget beside a few others.
-		whole[p] = pc.samples > 0 && s.wantsWhole(left[p], pc.samples) && pc.size > 0 && pc.size <= budget/4
+		whole[p] = pc.samples > 0 && s.format.wantsWhole(left[p], pc.samples) && holdable(pc.size, budget)
 	}
 	seen := make([]bool, len(s.pieces))
 	for _, i := range order {
@@ -173,18 +169,6 @@ func (s *Shards) wholePieces(order []int) (whole []bool, left []int32, seq []int
 		}
 	}
 	return whole, left, seq
-}
-
-// wantsWhole says whether a piece of samples, of which the epoch wants
-// left, is read whole: a tar piece where a good part is wanted (a sample
-// alone is a ranged read of its own bytes), a Parquet row group where
-// any row is (a row alone decodes a page at least: the group is read and
-// decoded once an epoch, however sparse the rows it wants).
-func (s *Shards) wantsWhole(left, samples int32) bool {
-	if s.pq != nil {
-		return left > 0
-	}
-	return int64(left)*wholeFraction >= int64(samples)
 }
 
 // schedule replaces the reader's schedule. The shards held that the new epoch
@@ -316,10 +300,8 @@ func (r *shardReader) load(sh int32) *wholeShard {
 		case err != nil:
 			r.Unroomed.Add(1)
 			buf, err = nil, nil // no data and no error: its samples are read alone
-		case r.s.pq != nil:
-			rows, err = r.s.readGroup(ctx, pc, buf)
 		default:
-			err = r.s.files.readAt(ctx, r.s.paths[pc.shard], r.s.versions[pc.shard], buf, pc.off)
+			rows, err = r.s.format.readPiece(ctx, r.s, pc, buf)
 		}
 		var bad *groupError
 		if errors.As(err, &bad) {

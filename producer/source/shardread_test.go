@@ -77,7 +77,8 @@ func TestWholeShardsAreReadOncePerEpoch(t *testing.T) {
 			t.Fatal(err)
 		}
 		gets, heads := byMethod(proxy.Log()[atOpen:], " GET "), byMethod(proxy.Log()[atOpen:], " HEAD ")
-		requests, bytes := opened.(*source.Shards).WholeReads()
+		st := opened.(*source.Shards).Stats()
+		requests, bytes := st.Reads, st.ReadBytes
 		// What is held across an epoch (kept, cached) is checked once an
 		// epoch, a HEAD a shard at most: never a request a sample.
 		if len(heads) > epochs*shards {

@@ -18,8 +18,8 @@ import (
 	"github.com/dustin/go-humanize"
 	"golang.org/x/sys/unix"
 
+	"github.com/tsock/tsock/producer/source/internal/wds"
 	"github.com/tsock/tsock/producer/source/remote"
-	"github.com/tsock/tsock/producer/source/wds"
 )
 
 // Shards is a dataset of WebDataset tar shards on a local disk or in an
@@ -57,10 +57,9 @@ type Shards struct {
 	diskDir      string
 	index        string // what became of the index file, for status: "" without one
 	labels       string // where every label is 0 for want of a label column, why: status says it
-	// pq holds each Parquet file's footer, parsed (parquet.go); nil for
-	// tar shards.
-	pq   []*parquetShard
-	cols Columns
+	// format is what the files are, tar or Parquet (shardformat.go):
+	// what is the format's own rule is asked of it.
+	format shardFormat
 
 	// aloneReads and aloneBytes count the reads of samples read alone
 	// (not in a piece): ranged reads of a tar member, a Parquet chunk or
@@ -93,21 +92,13 @@ type shardSample struct {
 // files: a path, glob or brace pattern ending in .tar or .parquet.
 func IsShardSpec(spec string) bool { return strings.HasSuffix(spec, ".tar") || IsParquetSpec(spec) }
 
-// OpenShards expands spec (braces, then globs: see wds.Expand) and
-// indexes every shard, one per core at a time. A missing shard, a
-// pattern that matches nothing, or no sample at all fails; a shard that
-// breaks off keeps the samples before the break, and the rest is
-// counted as skipped.
-func OpenShards(spec string) (*Shards, error) {
-	return openShards(context.Background(), spec, spec, localShards{}, Options{})
-}
-
 // openShards indexes the shards that pattern names in files, as many at
 // a time as files allows, or takes their index from the index file at
 // indexPath where it is theirs (then writing it if it was not); spec is
 // what the user wrote, for messages.
 func openShards(ctx context.Context, spec, pattern string, files shardFiles, opts Options) (*Shards, error) {
 	indexPath := opts.ShardIndex
+	format := formatOf(pattern, opts.Columns)
 	opts.tell("listing the shards of %s", spec)
 	paths, err := files.paths(ctx, pattern)
 	if err != nil {
@@ -129,7 +120,7 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, opt
 		}
 	}
 	if indexes == nil {
-		indexes = indexAll(ctx, paths, files, opts)
+		indexes = indexAll(ctx, paths, files, format, opts)
 		if indexPath != "" && !anyFailed(indexes) {
 			index = "written to " + indexPath
 			if err := saveIndex(indexPath, paths, indexes); err != nil {
@@ -139,17 +130,12 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, opt
 		}
 	}
 	s := &Shards{spec: spec, files: files, paths: paths, versions: make([]string, len(paths)),
-		sizes: make([]int64, len(paths)), memory: DefaultShardMemory, index: index, cols: opts.Columns}
-	if IsParquetSpec(pattern) {
-		if s.pq, err = openFooters(paths, indexes, opts.Columns); err != nil {
-			return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
-		}
-		if s.labels, err = parquetLabels(paths, s.pq, opts.Columns); err != nil {
-			return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
-		}
-		if s.labels != "" {
-			slog.Warn(s.labels)
-		}
+		sizes: make([]int64, len(paths)), index: index, format: format}
+	if s.labels, err = format.opened(paths, indexes); err != nil {
+		return nil, fmt.Errorf("source %s: %w", strconv.Quote(spec), err)
+	}
+	if s.labels != "" {
+		slog.Warn(s.labels)
 	}
 	s.ctx = ctx
 	typical := typicalShard(indexes)
@@ -161,24 +147,22 @@ func openShards(ctx context.Context, spec, pattern string, files shardFiles, opt
 		s.add(int32(i), ix, typical)
 	}
 	if len(s.samples) == 0 {
-		if s.pq != nil {
-			return nil, fmt.Errorf("source %s: no samples in %d Parquet files (%d rows left out: %s)", strconv.Quote(spec), len(s.paths), s.leftOut, firstOf(s.skipped))
+		if _, tar := format.(tarFormat); tar {
+			return nil, fmt.Errorf("source %s: no samples in %d shards (%d groups left out; a sample is KEY.jpg (or another image) with KEY.cls or KEY.json)",
+				strconv.Quote(spec), len(s.paths), len(s.skipped))
 		}
-		return nil, fmt.Errorf("source %s: no samples in %d shards (%d groups left out; a sample is KEY.jpg (or another image) with KEY.cls or KEY.json)",
-			strconv.Quote(spec), len(s.paths), len(s.skipped))
+		return nil, fmt.Errorf("source %s: no samples in %d %s (%d rows left out: %s)", strconv.Quote(spec), len(s.paths), format.noun(), s.leftOut, firstOf(s.skipped))
 	}
 	maxLabel := 0
 	for _, smp := range s.samples {
 		maxLabel = max(maxLabel, int(smp.label))
 	}
 	var note string
-	if s.classes, note = parquetClasses(s.paths, s.pq, s.cols, maxLabel); note != "" {
+	if s.classes, note = format.classes(s.paths, maxLabel); note != "" {
 		slog.Warn("class names", "why", note)
 		s.skipped = append(s.skipped, note)
 	}
-	s.cut(0)
-	s.window = s.windowFor(s.memory)
-	return s, nil
+	return s, nil // pieces cut and held as Arrange says, once (Open)
 }
 
 // shardFiles is where shards are: a local disk, an object store.
@@ -334,10 +318,7 @@ func (s *Shards) add(shard int32, ix shardIndex, typical int) {
 	}
 	if ix.broke != nil {
 		lost := max(1, typical-len(ix.samples)-int(skipped(ix.skips)))
-		what := "shard"
-		if s.pq != nil {
-			what = "file"
-		}
+		what := s.format.unit()
 		s.skipped = append(s.skipped, fmt.Sprintf("%s: the rest of the %s (counted as %d samples, what a whole %s holds less what this one did): %v", path, what, lost, what, ix.broke))
 		s.leftOut += lost
 	}
@@ -358,10 +339,7 @@ func openRegular(path string) (*os.File, error) {
 
 // Describe implements Source.
 func (s *Shards) Describe() string {
-	if s.pq != nil {
-		return fmt.Sprintf("%s (%d Parquet files)", s.spec, len(s.paths))
-	}
-	return fmt.Sprintf("%s (%d tar shards)", s.spec, len(s.paths))
+	return fmt.Sprintf("%s (%d %s)", s.spec, len(s.paths), s.format.noun())
 }
 
 // Len implements Source.
@@ -449,9 +427,8 @@ func (s *Shards) Skipped() []string { return s.skipped }
 // LeftOut implements Skipper: the samples indexing left out.
 func (s *Shards) LeftOut() int { return s.leftOut }
 
-// Encoded implements Source: from its shard, read whole, where the
-// scheduled epoch reads a good part of it; else a ranged read of the image
-// member.
+// Encoded implements Source: from its piece, held, where the scheduled
+// epoch reads it whole; else read alone, as its format reads one sample.
 func (s *Shards) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, error) {
 	s.readerMu.Lock()
 	r := s.reader
@@ -461,21 +438,7 @@ func (s *Shards) Encoded(ctx context.Context, i int, scratch *[]byte) ([]byte, e
 			return b, err
 		}
 	}
-	if s.pq != nil {
-		return s.parquetAlone(ctx, i, scratch)
-	}
-	smp := s.samples[i]
-	n := int(smp.size)
-	if cap(*scratch) < n {
-		*scratch = make([]byte, n)
-	}
-	b := (*scratch)[:n]
-	if err := s.files.readAt(ctx, s.paths[smp.shard], s.versions[smp.shard], b, smp.offset); err != nil {
-		return nil, err
-	}
-	s.aloneRead(int64(n))
-	s.verified(smp.shard)
-	return b, nil
+	return s.format.alone(ctx, s, i, scratch)
 }
 
 // aloneRead counts a read of n bytes for a sample read alone.

@@ -11,7 +11,7 @@ import (
 	"github.com/tsock/tsock/producer/pipeline"
 	"github.com/tsock/tsock/producer/producertest"
 	"github.com/tsock/tsock/producer/source"
-	"github.com/tsock/tsock/producer/source/wds"
+	"github.com/tsock/tsock/producer/source/internal/wds"
 )
 
 // TestShardsGiveTheFoldersBatches: the same images as WebDataset shards

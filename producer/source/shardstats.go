@@ -4,13 +4,9 @@ package source
 // the metrics: counted by the reader of each epoch's schedule, and by the
 // readers gone (retire).
 
-// WholeReads is how many whole-shard reads were made, and their bytes.
-func (s *Shards) WholeReads() (requests, bytes int64) {
-	s.readerMu.Lock() // retire adds to the counts of readers gone under it
-	defer s.readerMu.Unlock()
-	return s.wholeReadsLocked()
-}
-
+// wholeReadsLocked is how many whole-piece reads were made, and their
+// bytes; callers hold readerMu (retire adds to the counts of readers gone
+// under it).
 func (s *Shards) wholeReadsLocked() (requests, bytes int64) {
 	requests, bytes = s.wholeRequests, s.wholeBytes
 	if r := s.reader; r != nil {
@@ -100,9 +96,9 @@ func (s *Shards) Stats() ShardStats {
 		st.WindowSamples = st.Samples * st.Window / st.Pieces
 	}
 	st.Held, st.HeldBytes, st.Reading, st.DiskMapped = s.Held()
-	st.Reads, st.ReadBytes = s.WholeReads()
 	st.AloneReads, st.AloneReadBytes = s.aloneReads.Load(), s.aloneBytes.Load()
 	s.readerMu.Lock()
+	st.Reads, st.ReadBytes = s.wholeReadsLocked()
 	st.LastEpochReads, st.LastEpochReadBytes, st.EpochsScheduled = s.epochs.lastReads, s.epochs.lastBytes, s.epochs.scheduled
 	s.readerMu.Unlock()
 	st.Carried, st.Wasted = s.Carried()

@@ -159,8 +159,12 @@ func Open(ctx context.Context, spec string, opts Options) (Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sh, ok := src.(*Shards); ok && opts.Shards != nil {
-		if err := sh.Arrange(*opts.Shards); err != nil {
+	if sh, ok := src.(*Shards); ok {
+		space := ShardSpace{Memory: DefaultShardMemory} // and no disk, where opts say nothing
+		if opts.Shards != nil {
+			space = *opts.Shards
+		}
+		if err := sh.Arrange(space); err != nil {
 			return nil, fmt.Errorf("shard disk: %w", err)
 		}
 	}

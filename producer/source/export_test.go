@@ -1,0 +1,8 @@
+package source
+
+// What the package's own tests (package source_test) reach that no
+// program needs.
+
+// ShardMemory arranges pieces in bytes of memory and no disk (0: read
+// every sample alone).
+func (s *Shards) ShardMemory(bytes int64) { s.Arrange(ShardSpace{Memory: bytes}) }
