@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"sort"
 	"time"
+
+	"github.com/tsock/tsock/batchstore/internal/plan"
 )
 
 // roster is the consumers and the producer epochs split by a mid-epoch
@@ -44,67 +46,35 @@ type split struct {
 	pos   int // order position in that epoch
 }
 
-// cbatch is one of a consumer's own batches: samples [start, end), or,
-// for a consumer with a subset, the runs of them in picks.
-type cbatch struct {
-	start, end uint64
-	epoch      int    // the consumer's own epoch
-	index      int    // within that epoch
-	picks      []span // nil: all of [start, end)
-}
-
-// span is a run [from, to) of global samples.
-type span struct{ from, to uint64 }
-
-// samples is the number of samples in cb.
-func (cb cbatch) samples() uint64 {
-	if cb.picks == nil {
-		return cb.end - cb.start
-	}
-	n := uint64(0)
-	for _, p := range cb.picks {
-		n += p.to - p.from
-	}
-	return n
-}
-
-// spans are cb's runs of samples.
-func (cb cbatch) spans() []span {
-	if cb.picks == nil {
-		return []span{{cb.start, cb.end}}
-	}
-	return cb.picks
-}
-
 // batchList is a consumer's own batches computed so far, from number
 // base on. Those below its position go (all but the last computed, where
 // the next starts), so a consumer that reads forever keeps only what it
 // may still open.
 type batchList struct {
 	base  uint64
-	items []cbatch
+	items []plan.Batch
 }
 
 // computed is the number of batches computed: those below it are known.
 func (l *batchList) computed() uint64 { return l.base + uint64(len(l.items)) }
 
 // get is batch j, if computed and not dropped.
-func (l *batchList) get(j uint64) (cbatch, bool) {
+func (l *batchList) get(j uint64) (plan.Batch, bool) {
 	if j < l.base || j >= l.computed() {
-		return cbatch{}, false
+		return plan.Batch{}, false
 	}
 	return l.items[j-l.base], true
 }
 
 // last is the last batch computed.
-func (l *batchList) last() (cbatch, bool) {
+func (l *batchList) last() (plan.Batch, bool) {
 	if len(l.items) == 0 {
-		return cbatch{}, false
+		return plan.Batch{}, false
 	}
 	return l.items[len(l.items)-1], true
 }
 
-func (l *batchList) add(cb cbatch) { l.items = append(l.items, cb) }
+func (l *batchList) add(cb plan.Batch) { l.items = append(l.items, cb) }
 
 // dropBelow forgets the batches below j, keeping the last computed. It
 // copies only once most of the slice is dead: amortized O(1) per batch.
@@ -116,7 +86,7 @@ func (l *batchList) dropBelow(j uint64) {
 	if n < 64 || 2*n < uint64(len(l.items)) {
 		return
 	}
-	l.items = append([]cbatch(nil), l.items[n:]...)
+	l.items = append([]plan.Batch(nil), l.items[n:]...)
 	l.base += n
 }
 

@@ -125,13 +125,23 @@ func (dm *demand) mark(e int) *epochMark {
 	return m
 }
 
+// newest is the newest producer epoch that has a mark. Callers hold
+// Store.mu.
+func (dm *demand) newest() int {
+	e := 0
+	for k := range dm.epochs {
+		e = max(e, k)
+	}
+	return e
+}
+
 // pruneEpochs forgets the marks of epochs nothing can ask about again,
 // so that an endless run (Config.Epochs 0) keeps a few: those before the newest but
 // one, before every held batch's, and before the epoch that each active
 // consumer reads in. callers hold Store.mu.
 func (dm *demand) pruneEpochs() {
 	s := dm.s
-	keep := max(dm.ordered, s.ros.currentEpoch()) - 1
+	keep := max(dm.ordered, dm.newest()) - 1
 	for _, b := range s.buf.held {
 		keep = min(keep, b.info.Epoch)
 	}
@@ -141,7 +151,7 @@ func (dm *demand) pruneEpochs() {
 		}
 		e := c.joinEpoch
 		if last, ok := c.batches.last(); ok {
-			e += last.epoch
+			e += last.Epoch
 		}
 		keep = min(keep, e)
 	}
@@ -247,6 +257,3 @@ func (dm *demand) needBound(e, epochLen int) int {
 	}
 	return bound
 }
-
-// lastEndPos is the order position after epoch e's last published batch.
-func (dm *demand) lastEndPos(e int) int { return dm.epochs[e].lastEndPos }

@@ -2,6 +2,7 @@ package batchstore
 
 import (
 	"fmt"
+	"github.com/tsock/tsock/batchstore/internal/plan"
 	"time"
 )
 
@@ -115,7 +116,7 @@ func (ro *roster) lease(c *consumer, j uint64) (*Lease, error) {
 		return nil, fmt.Errorf("open %s/%d: %w", c.name, j, ErrNotFound)
 	}
 	l := &Lease{s: s, c: c, j: j}
-	for x := cb.start; x < cb.end; {
+	for x := cb.Start; x < cb.End; {
 		b := s.buf.batchAt(x)
 		if b == nil {
 			return nil, fmt.Errorf("open %s/%d: sample %d no longer held: %w", c.name, j, x, ErrNotFound)
@@ -192,15 +193,15 @@ func (ro *roster) consume(c *consumer, j uint64) {
 	}
 	c.progress = time.Now()
 	c.batchesRead++
-	c.samplesRead += cb.samples()
+	c.samplesRead += cb.Samples()
 	if pieces, _, err := ro.pieces(cb); err == nil {
 		c.bytesRead += s.cfg.Measure(pieces)
 	}
-	if cb.epoch != c.lastEpoch {
+	if cb.Epoch != c.lastEpoch {
 		c.epochSamples = 0
 	}
-	c.epochSamples += cb.samples()
-	c.lastEpoch = cb.epoch
+	c.epochSamples += cb.Samples()
+	c.lastEpoch = cb.Epoch
 	c.done[j] = struct{}{}
 	for {
 		if _, ok := c.done[c.low]; !ok {
@@ -224,76 +225,29 @@ func (ro *roster) consume(c *consumer, j uint64) {
 	s.broadcast()
 }
 
-// noneOf says whether the held samples [from, end) hold none of sub: the
-// rest of an epoch a consumer has nothing more to read in. Callers hold
-// s.mu.
-func (ro *roster) noneOf(sub *Subset, from, end uint64) bool {
-	s := ro.s
-	if sub == nil || from >= end {
-		return from >= end
-	}
-	for x := from; x < end; {
-		b := s.buf.batchAt(x)
-		if b == nil { // freed: nobody had anything left to read in it
-			x = s.buf.nextHeld(x, end)
-			continue
-		}
-		if len(b.info.Indices) != b.info.Samples {
-			return false
-		}
-		for ; x < min(end, b.end()); x++ {
-			if sub.Has(int(b.info.Indices[x-b.first])) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// lowSample is the first sample c may still read. callers hold Store.mu.
-func (ro *roster) lowSample(c *consumer) uint64 {
-	s := ro.s
-	if cb, ok := c.batches.get(c.low); ok {
-		return cb.start
-	}
-	if last, ok := c.batches.last(); ok {
-		if end, known := ro.epochEnd(c, 0); c.splitID != 0 && last.epoch == 0 && known && (last.end == end || ro.noneOf(c.subsetFor(0), last.end, end)) {
-			// Its stitched first epoch is read: it goes on at the start
-			// of the producer epoch after next, and needs nothing before.
-			if start, ok := ro.epochStart(c.joinEpoch + 2); ok {
-				return start
-			}
-			return max(s.buf.samples, last.end)
-		}
-		return last.end
-	}
-	return c.start
-}
-
-// needs reports whether active consumer c may still read samples of b.
-// Callers hold Store.mu.
+// needs reports whether active consumer c may still read samples of b
+// (plan.Needs). Callers hold Store.mu.
 func (ro *roster) needs(c *consumer, b *batch) bool {
-	s := ro.s
 	if !c.active() {
 		return false
 	}
-	if !c.startKnown {
-		// Aligned to an epoch that has not started: it needs only batches
-		// of that epoch and later.
-		return b.info.Epoch >= c.joinEpoch
-	}
-	if b.end() <= c.start || b.end() <= ro.lowSample(c) {
-		return false
-	}
-	if ro.pastTheEnd(c, c.low) {
-		return false
-	}
-	if s.cfg.Epochs > 0 {
-		if end, known := ro.epochEnd(c, s.cfg.Epochs-1); known && b.first >= end {
-			return false
-		}
-	}
-	return true
+	p := ro.progress(c)
+	p.PastTheEnd = ro.pastTheEnd(c, c.low)
+	return plan.Needs(ro.s, c.reader(), p, b.info.Epoch, b.first, b.end())
+}
+
+// lowSample is the first sample c may still read. Callers hold Store.mu.
+func (ro *roster) lowSample(c *consumer) uint64 {
+	return plan.LowSample(ro.s, c.reader(), ro.progress(c))
+}
+
+// progress is where c is, as the planner reads it (PastTheEnd aside:
+// only Needs reads it). Callers hold Store.mu.
+func (ro *roster) progress(c *consumer) plan.Progress {
+	p := plan.Progress{Active: c.active(), Start: c.start, StartKnown: c.startKnown}
+	p.LowBatch, p.LowComputed = c.batches.get(c.low)
+	p.Last, p.HasLast = c.batches.last()
+	return p
 }
 
 // Unlink makes name give up its batch local: consumed now, or at the last

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tsock/tsock/batchstore/internal/plan"
 )
 
 // Piece is a run of samples of one producer batch.
@@ -34,174 +36,38 @@ type Ref struct {
 	Pieces []Piece
 }
 
-// epochEnd is the global sample where c's own epoch k ends, if known.
-// A consumer that joined mid-epoch (a split) has a stitched first epoch,
-// from its join to its split's end in the next producer epoch; each
-// later epoch of its is a whole producer epoch, the one after that (the
-// rest of the one its first epoch ended in is not its). Callers hold
-// s.mu.
-func (ro *roster) epochEnd(c *consumer, k int) (uint64, bool) {
-	s := ro.s
-	if c.splitID != 0 && k > 0 {
-		return ro.epochStart(c.joinEpoch + k + 2)
-	}
-	m := s.dem.epochs[c.joinEpoch+k+1]
-	if m == nil || !m.started {
-		return 0, false
-	}
-	if c.splitID == 0 {
-		return m.start, true
-	}
-	pos, ok := m.boundaries[c.splitID]
-	if !ok {
-		return 0, false
-	}
-	n, ok := s.dem.samplesBefore(m, pos)
-	if !ok {
-		return 0, false
-	}
-	return m.start + uint64(n), true
-}
-
-// epochStart is the global sample where producer epoch e starts, if known.
-// Callers hold Store.mu.
-func (ro *roster) epochStart(e int) (uint64, bool) {
-	s := ro.s
-	m := s.dem.epochs[e]
-	if m == nil || !m.started {
-		return 0, false
-	}
-	return m.start, true
-}
-
-// resolved says what resolve could tell of a consumer's batch.
-type resolved int
-
-const (
-	unknownYet resolved = iota // its samples or its epoch's end are not published yet
-	known                      // computed
-	pastEnd                    // it would lie past the consumer's last epoch
-)
-
 // resolve computes c's batch j if it can be known yet: its samples are
-// published and where its epoch ends is known. A batch never has zero
-// samples: an epoch with none (all skipped) is passed over whole.
-// Callers hold Store.mu.
-func (ro *roster) resolve(c *consumer, j uint64) (cbatch, resolved) {
+// published and where its epoch ends is known (plan.Next decides; the
+// batches are kept here). Callers hold Store.mu.
+func (ro *roster) resolve(c *consumer, j uint64) (plan.Batch, plan.Resolved) {
 	s := ro.s
 	if !c.startKnown {
-		m := s.dem.epochs[c.joinEpoch]
-		if m == nil || !m.started {
-			return cbatch{}, unknownYet
+		start, ok := s.EpochStart(c.joinEpoch)
+		if !ok {
+			return plan.Batch{}, plan.UnknownYet
 		}
-		c.start, c.startKnown = m.start, true
+		c.start, c.startKnown = start, true
 	}
+	r := c.reader()
 	for c.batches.computed() <= j {
-		cb := cbatch{start: c.start}
+		cb := plan.Batch{Start: c.start}
 		if prev, ok := c.batches.last(); ok {
-			cb.start, cb.epoch, cb.index = prev.end, prev.epoch, prev.index+1
+			cb.Start, cb.Epoch, cb.Index = prev.End, prev.Epoch, prev.Index+1
 		}
-		if state := ro.next(c, &cb); state != known {
-			return cbatch{}, state
+		state, short := plan.Next(s, r, &cb)
+		if state != plan.Known {
+			return plan.Batch{}, state
+		}
+		if short {
+			c.shortBatches++
 		}
 		c.batches.add(cb)
 	}
 	cb, ok := c.batches.get(j)
 	if !ok {
-		return cbatch{}, unknownYet
+		return plan.Batch{}, plan.UnknownYet
 	}
-	return cb, known
-}
-
-// next fills cb, the batch that starts at cb.start in c's own epoch
-// cb.epoch (or a later one, if that one is over or has none of c's
-// samples left). callers hold Store.mu.
-func (ro *roster) next(c *consumer, cb *cbatch) resolved {
-	s := ro.s
-	for {
-		end, endKnown := ro.epochEnd(c, cb.epoch)
-		for endKnown && cb.start >= end { // this epoch is over, or empty: the next one
-			cb.epoch, cb.index = cb.epoch+1, 0
-			if s.cfg.Epochs > 0 && cb.epoch >= s.cfg.Epochs {
-				return pastEnd
-			}
-			if c.splitID != 0 { // past its stitched first epoch: whole producer epochs
-				start, known := ro.epochStart(c.joinEpoch + cb.epoch + 1)
-				if !known {
-					return unknownYet
-				}
-				cb.start = max(cb.start, start)
-			}
-			end, endKnown = ro.epochEnd(c, cb.epoch)
-		}
-		if sub := c.subsetFor(cb.epoch); sub != nil {
-			if state := ro.pick(c, cb, sub, end, endKnown); state != pastEnd {
-				return state
-			}
-			continue // none of its subset left in this epoch: cb.start is its end
-		}
-		cb.end = cb.start + uint64(c.batchSize)
-		if endKnown {
-			cb.end = min(cb.end, end)
-		}
-		// Where the epoch's end is not known yet, it cannot come before
-		// what is published: wait for more.
-		if cb.end > s.buf.samples {
-			return unknownYet
-		}
-		return known
-	}
-}
-
-// pick fills cb, which starts at cb.start in c's own epoch cb.epoch
-// (ending at end, if endKnown), with the next samples of sub: a full
-// batch, or what is left of the epoch. It says known when cb is done,
-// unknownYet when more must be published first, and pastEnd when the
-// rest of the epoch holds none of sub (cb.start is then its end).
-// Callers hold Store.mu.
-func (ro *roster) pick(c *consumer, cb *cbatch, sub *Subset, end uint64, endKnown bool) resolved {
-	s := ro.s
-	limit := s.buf.samples
-	if endKnown {
-		limit = min(limit, end)
-	}
-	cb.picks = cb.picks[:0]
-	got := 0
-	x := cb.start
-	for x < limit && got < c.batchSize {
-		b := s.buf.batchAt(x)
-		if b == nil { // freed: the rest of a stitched epoch that holds none of sub (noneOf)
-			x = s.buf.nextHeld(x, limit)
-			continue
-		}
-		if len(b.info.Indices) != b.info.Samples {
-			break // without indices (refused at SetSubset)
-		}
-		to := min(limit, b.end())
-		for ; x < to && got < c.batchSize; x++ {
-			if !sub.Has(int(b.info.Indices[x-b.first])) {
-				continue
-			}
-			if n := len(cb.picks); n > 0 && cb.picks[n-1].to == x {
-				cb.picks[n-1].to++
-			} else {
-				cb.picks = append(cb.picks, span{x, x + 1})
-			}
-			got++
-		}
-	}
-	cb.end = x
-	switch {
-	case got == c.batchSize, endKnown && x == end && got > 0:
-		return known
-	case endKnown && x == end:
-		cb.start = end
-		return pastEnd
-	case got > 0 && c.allowShort:
-		c.shortBatches++
-		return known
-	}
-	return unknownYet
+	return cb, plan.Known
 }
 
 // stuck: c's batch local, its next to compute, cannot complete: the
@@ -221,28 +87,12 @@ func (ro *roster) stuck(c *consumer, local uint64) bool {
 	return b != nil && ro.needs(c, b)
 }
 
-// finished reports whether c has no batch j: past its last epoch, or past
-// any batch number the dataset allows. callers hold Store.mu.
+// pastTheEnd reports whether c has no batch j: past its last epoch, or
+// past any batch number the dataset allows. callers hold Store.mu.
 func (ro *roster) pastTheEnd(c *consumer, j uint64) bool {
 	s := ro.s
-	if s.cfg.Epochs == 0 {
-		return false
-	}
-	if s.cfg.Samples > 0 {
-		perEpoch := (s.cfg.Samples + c.batchSize - 1) / c.batchSize
-		if j >= uint64(s.cfg.Epochs*perEpoch) {
-			return true
-		}
-	}
 	last, ok := c.batches.last()
-	if !ok || j < c.batches.computed() {
-		return false
-	}
-	if last.epoch < s.cfg.Epochs-1 {
-		return false
-	}
-	end, known := ro.epochEnd(c, last.epoch)
-	return known && last.end >= end
+	return plan.PastTheEnd(s, c.reader(), s.cfg.Samples, j, last, ok, c.batches.computed())
 }
 
 // Lookup returns consumer name's batch number local, blocking until it can
@@ -276,17 +126,17 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 			return Ref{}, fmt.Errorf("lookup %s/%d: past the consumer's last epoch: %w", name, local, ErrNotFound)
 		}
 		cb, state := s.ros.resolve(c, local)
-		if state == unknownYet && s.ros.stuck(c, local) {
+		if state == plan.UnknownYet && s.ros.stuck(c, local) {
 			c.allowShort = true
 			cb, state = s.ros.resolve(c, local)
 			c.allowShort = false
 		}
 		switch {
-		case state == pastEnd && errors.Is(s.failure, ErrNoSamples):
+		case state == plan.PastEnd && errors.Is(s.failure, ErrNoSamples):
 			return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, s.failure)
-		case state == pastEnd:
+		case state == plan.PastEnd:
 			return Ref{}, fmt.Errorf("lookup %s/%d: past the consumer's last epoch: %w", name, local, ErrNotFound)
-		case state == known:
+		case state == plan.Known:
 			ref, err := s.ros.ref(c, local, cb)
 			if err != nil {
 				return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
@@ -347,16 +197,16 @@ func (ro *roster) isDone(c *consumer, j uint64) bool {
 }
 
 // ref describes c's batch j. callers hold Store.mu.
-func (ro *roster) ref(c *consumer, j uint64, cb cbatch) (Ref, error) {
+func (ro *roster) ref(c *consumer, j uint64, cb plan.Batch) (Ref, error) {
 	s := ro.s
-	ref := Ref{Consumer: c.id, Local: j, Epoch: cb.epoch, Index: cb.index, Samples: int(cb.samples())}
+	ref := Ref{Consumer: c.id, Local: j, Epoch: cb.Epoch, Index: cb.Index, Samples: int(cb.Samples())}
 	var err error
 	if ref.Pieces, ref.Time, err = ro.pieces(cb); err != nil {
 		return Ref{}, err
 	}
 	if len(ref.Pieces) == 1 {
 		p, b := ref.Pieces[0], s.buf.held[ref.Pieces[0].Seq]
-		if p.From == 0 && p.To == b.info.Samples && b.info.Epoch == cb.epoch && b.info.Index == cb.index {
+		if p.From == 0 && p.To == b.info.Samples && b.info.Epoch == cb.Epoch && b.info.Index == cb.Index {
 			ref.Direct, ref.Seq, ref.Size = true, b.seq, b.blob.Size()
 			return ref, nil
 		}
@@ -367,17 +217,17 @@ func (ro *roster) ref(c *consumer, j uint64, cb cbatch) (Ref, error) {
 
 // pieces are the runs of producer batches that make cb up, and when the
 // newest of them was published. callers hold Store.mu.
-func (ro *roster) pieces(cb cbatch) ([]Piece, time.Time, error) {
+func (ro *roster) pieces(cb plan.Batch) ([]Piece, time.Time, error) {
 	s := ro.s
 	var pieces []Piece
 	var newest time.Time
-	for _, sp := range cb.spans() {
-		for x := sp.from; x < sp.to; {
+	for _, sp := range cb.Spans() {
+		for x := sp.From; x < sp.To; {
 			b := s.buf.batchAt(x)
 			if b == nil {
 				return nil, newest, fmt.Errorf("sample %d no longer held: %w", x, ErrNotFound)
 			}
-			to := min(sp.to, b.end())
+			to := min(sp.To, b.end())
 			pieces = append(pieces, Piece{Seq: b.seq, From: int(x - b.first), To: int(to - b.first), Total: b.info.Samples, Blob: b.blob})
 			if b.at.After(newest) {
 				newest = b.at
@@ -421,7 +271,7 @@ func (s *Store) Pending(name string) ([]Ref, error) {
 			break
 		}
 		cb, state := s.ros.resolve(c, j)
-		if state != known {
+		if state != plan.Known {
 			break
 		}
 		if s.ros.isDone(c, j) {

@@ -2,6 +2,7 @@ package batchstore
 
 import (
 	"fmt"
+	"github.com/tsock/tsock/batchstore/internal/plan"
 	"sort"
 )
 
@@ -123,23 +124,22 @@ func (dm *demand) settle(c *consumer) {
 	}
 	delete(s.ros.splits, c.id)
 	if e, ok := dm.head(); ok && !s.cfg.JoinAtEpoch && !s.cfg.Unordered {
-		m := dm.epochs[e]
-		s.ros.placeSplit(c, e, m.outputSoFar, m.lastEndPos, s.buf.samples)
+		m, _ := dm.markView(e)
+		s.ros.apply(c, plan.SplitAt(e, m, s.buf.samples))
 		if dm.readable(c) {
 			dm.passBefore(c)
 			return
 		}
 		delete(s.ros.splits, c.id)
 	}
-	s.ros.placeAligned(c, dm.ordered+1)
+	s.ros.apply(c, plan.Aligned(dm.markView, dm.ordered+1))
 	dm.passBefore(c)
 }
 
 // head is the producer epoch being published, if one is under way that
 // a consumer can still join in.
 func (dm *demand) head() (int, bool) {
-	s := dm.s
-	e := s.ros.currentEpoch()
+	e := dm.newest()
 	m := dm.epochs[e]
 	if m == nil || !m.started || m.ended || e > dm.ordered {
 		return 0, false

@@ -170,7 +170,7 @@ func (ro *roster) setNext(c *consumer, sub *Subset) {
 	s := ro.s
 	k := 0
 	if last, ok := c.batches.last(); ok {
-		k = last.epoch + 1
+		k = last.Epoch + 1
 	}
 	for len(c.pending) > 0 && c.pending[0].from < k { // in effect
 		c.subset, c.pending = c.pending[0].sub, c.pending[1:]

@@ -138,6 +138,7 @@ func TestKilledDaemonLeavesNoBatchMount(t *testing.T) {
 // daemon gets SIGTERM fail with an error, never the ENOENT that says a
 // consumer's stream is complete; the Python client raises.
 func TestShutdownIsNeverTheEndOfData(t *testing.T) {
+	t.Parallel() // see parallelTests
 	one := batchfile.DataStart + 4*(16+3*32*32)
 	d := startDaemon(t, "--source", "synthetic:100", "--batch-size", "4", "--image-size", "32", "--epochs", "1",
 		"--buffer", fmt.Sprint(one+one/2))

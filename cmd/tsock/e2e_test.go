@@ -339,6 +339,7 @@ func readCopies(t *testing.T, dir string) ([]*batchfile.Batch, [][]byte) {
 // Every data path and decoder gives the same exact epochs, and status
 // says which one is live.
 func TestEndToEndThreeConsumersTwoEpochs(t *testing.T) {
+	t.Parallel() // see parallelTests
 	for _, path := range []struct {
 		flags  []string
 		status []string // what status must say

@@ -67,6 +67,7 @@ func readAllBatches(dir, name string) (map[int][]int, map[int][]uint64, error) {
 // one reads exact epochs of its subset: no hang, no refusal, whatever
 // their number (before, 64 of them hung with the buffer full).
 func sparseFleetThroughTheMount(t *testing.T, consumers int) {
+	t.Parallel() // see parallelTests
 	const n, epochs, batch = 4000, 2, 32
 	buffer := 40 * int64(batchfile.NewLayout(64, 8).Size)
 	// Small pictures: the buffer fills in a second, also under load (with

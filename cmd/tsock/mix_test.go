@@ -19,6 +19,7 @@ import (
 // mount with no shard disk (the memory's window of 2 shards: the order
 // of shards) holds under half, and says so too.
 func TestClassSortedShardsMixThroughTheMount(t *testing.T) {
+	t.Parallel() // see parallelTests
 	const images, classes, perShard, batch = 400, 20, 10, 16
 	spec := producertest.Shards(t, producertest.Folder(t, images, classes), perShard)
 	_, bytes := producertest.ShardFiles(t, spec)

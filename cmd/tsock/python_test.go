@@ -86,11 +86,22 @@ func copyPackage(dir string) error {
 	return nil
 }
 
+// parallelTests: the package's longest tests (the Python client's suite,
+// 220 s of the package's 500; the sparse fleets; the bounded subset
+// files; …) call t.Parallel, so that they run beside one another once
+// the others are done (go test -parallel: GOMAXPROCS at a time): they
+// wait on daemons and Python far more than they compute, and the package
+// is scripts/test.sh's long pole. None of them changes what is the
+// machine's (the /dev/fuse mode, pipe-max-size, the environment): the
+// tests that do stay sequential, and every sequential test ends before
+// a parallel one starts.
+
 // TestPythonClient runs the Python client's tests (scripts/python/tests)
 // with the installed package: the format and the status view alone, then
 // against real mounts of the binary under test.
 func TestPythonClient(t *testing.T) {
 	fusetest.Need(t)
+	t.Parallel() // see parallelTests
 	py := installedPython(t)
 	dir, err := filepath.Abs("../../scripts/python/tests")
 	if err != nil {

@@ -246,6 +246,7 @@ func readInProcess(t *testing.T, d *daemon, name string, after func(j uint64)) [
 // at the write that passes it (EFBIG); all lists being written share a
 // bound (ENOSPC past it), given back at their close.
 func TestSubsetFilesAreBounded(t *testing.T) {
+	t.Parallel() // see parallelTests
 	small := startDaemon(t, "--source", "synthetic:200", "--image-size", "8", "--batch-size", "4", "--epochs", "1")
 	for _, first := range []uint64{72, 97} { // 'H', 'a'
 		list := binary.LittleEndian.AppendUint64(nil, first)

@@ -1,0 +1,79 @@
+package batchstore
+
+import "github.com/tsock/tsock/batchstore/internal/plan"
+
+// The views the planner (package plan) reads the store's state through,
+// for one call, under Store.mu: the store is a plan.Stream; a consumer,
+// a plan.Reader.
+
+var _ plan.Stream = (*Store)(nil)
+
+// EpochStart implements plan.Stream. Callers hold Store.mu.
+func (s *Store) EpochStart(e int) (uint64, bool) {
+	m := s.dem.epochs[e]
+	if m == nil || !m.started {
+		return 0, false
+	}
+	return m.start, true
+}
+
+// SplitEnd implements plan.Stream: where split's epochs end in producer
+// epoch e, the samples before its boundary less what the producer passed
+// over. Callers hold Store.mu.
+func (s *Store) SplitEnd(e, split int) (uint64, bool) {
+	m := s.dem.epochs[e]
+	if m == nil || !m.started {
+		return 0, false
+	}
+	pos, ok := m.boundaries[split]
+	if !ok {
+		return 0, false
+	}
+	n, ok := s.dem.samplesBefore(m, pos)
+	if !ok {
+		return 0, false
+	}
+	return m.start + uint64(n), true
+}
+
+// Published implements plan.Stream. Callers hold Store.mu.
+func (s *Store) Published() uint64 { return s.buf.samples }
+
+// HeldAt implements plan.Stream. Callers hold Store.mu.
+func (s *Store) HeldAt(x uint64) (first, end uint64, indices []int32, ok bool) {
+	b := s.buf.batchAt(x)
+	if b == nil {
+		return 0, 0, nil, false
+	}
+	return b.first, b.end(), b.info.Indices, true
+}
+
+// NextHeld implements plan.Stream. Callers hold Store.mu.
+func (s *Store) NextHeld(x, limit uint64) uint64 { return s.buf.nextHeld(x, limit) }
+
+// Epochs implements plan.Stream.
+func (s *Store) Epochs() int { return s.cfg.Epochs }
+
+// markView is producer epoch e's mark as placement reads it. Callers hold
+// Store.mu.
+func (dm *demand) markView(e int) (plan.Mark, bool) {
+	m := dm.epochs[e]
+	if m == nil {
+		return plan.Mark{}, false
+	}
+	return plan.Mark{Start: m.start, Started: m.started, Ended: m.ended, OutputSoFar: m.outputSoFar, LastEndPos: m.lastEndPos}, true
+}
+
+// reader is c as the planner reads it. Callers hold Store.mu.
+func (c *consumer) reader() plan.Reader {
+	return plan.Reader{JoinEpoch: c.joinEpoch, Split: c.splitID, BatchSize: c.batchSize, SubsetFor: c.planSubset, AllowShort: c.allowShort}
+}
+
+// planSubset is c's subset for its epoch k, nil (not a nil *Subset in
+// an interface) where it reads everything.
+func (c *consumer) planSubset(k int) plan.Subset {
+	if sub := c.subsetFor(k); sub != nil {
+		return sub
+	}
+	return nil
+}
