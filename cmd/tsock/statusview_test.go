@@ -321,3 +321,73 @@ sys.stdout.write(tsock.status.render(json.load(open(sys.argv[1])), sys.argv[2], 
 		}
 	}
 }
+
+// statusFixtures are the documents every reader of a mount's status reads
+// (scripts/python/tests/fixtures/status: its README).
+const statusFixtures = "../../scripts/python/tests/fixtures/status"
+
+// TestStatusFixtures: the view of each status.json fixture is its .view
+// (the Python client draws the same, test_status_view), and each
+// mountpoint that serves no status gives the error reads.json says, the
+// one the Python client gives: a starting mount is starting, never "not
+// a tsock mount".
+func TestStatusFixtures(t *testing.T) {
+	docs, err := filepath.Glob(filepath.Join(statusFixtures, "*.json"))
+	if err != nil || len(docs) < 3 {
+		t.Fatalf("fixtures: %v %v", docs, err)
+	}
+	for _, path := range docs {
+		if filepath.Base(path) == "reads.json" {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc statusDoc
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		got := renderStatus(doc, "/mnt/tsock", time.Unix(0, 0).UTC())
+		view := strings.TrimSuffix(path, ".json") + ".view"
+		if os.Getenv("TSOCK_UPDATE_FIXTURES") != "" {
+			if err := os.WriteFile(view, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(view)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != string(want) {
+			t.Errorf("%s drawn:\n%s\nwant (%s):\n%s", path, got, view, want)
+		}
+	}
+	var reads []struct {
+		Name    string
+		Files   map[string]string
+		Missing bool
+		Error   string
+	}
+	data, err := os.ReadFile(filepath.Join(statusFixtures, "reads.json"))
+	if err != nil || json.Unmarshal(data, &reads) != nil || len(reads) == 0 {
+		t.Fatalf("reads.json: %v", err)
+	}
+	for _, r := range reads {
+		mount := filepath.Join(t.TempDir(), "mnt")
+		if !r.Missing {
+			if err := os.Mkdir(mount, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for name, text := range r.Files {
+				if err := os.WriteFile(filepath.Join(mount, name), []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		_, _, err := readStatus(mount)
+		if want := strings.ReplaceAll(r.Error, "{mount}", mount); err == nil || err.Error() != want {
+			t.Errorf("%s: %v; want %q", r.Name, err, want)
+		}
+	}
+}

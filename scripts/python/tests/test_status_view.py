@@ -4,9 +4,11 @@ compares the two on live mounts).
 
     cd scripts/python/tests && python3 -m unittest -v test_status_view
 """
+import glob
 import json
 import os
 import tempfile
+import time
 import unittest
 
 from tsock import starting, status
@@ -47,6 +49,7 @@ class StatusViewTest(unittest.TestCase):
 
     def test_read_refuses_what_is_not_a_mount(self):
         d = tempfile.mkdtemp(prefix="tsock-status-")
+        open(os.path.join(d, "notes"), "w").close()
         with self.assertRaises(status.StatusError) as e:
             status.read(d, start_timeout=0)
         self.assertIn("not a tsock mount", str(e.exception))
@@ -63,6 +66,52 @@ class StatusViewTest(unittest.TestCase):
             starting.wait(empty, grace=0.2, say=said.append, error=status.StatusError)
         self.assertIn("an empty directory, nothing mounted there", str(e.exception))
         self.assertEqual(len(said), 1, said)
+
+
+#: The documents every reader of a mount's status reads (their README).
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "status")
+
+
+class StatusFixturesTest(unittest.TestCase):
+    """The fixtures `tsock status` is held to (cmd/tsock's
+    TestStatusFixtures): the same views of the same documents, the same
+    error for each mountpoint that serves no status."""
+
+    def setUp(self):
+        self.tz = os.environ.get("TZ")
+        os.environ["TZ"] = "UTC"
+        time.tzset()
+
+    def tearDown(self):
+        if self.tz is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = self.tz
+        time.tzset()
+
+    def test_each_document_draws_its_view(self):
+        docs = [p for p in sorted(glob.glob(os.path.join(FIXTURES, "*.json"))) if not p.endswith("reads.json")]
+        self.assertGreaterEqual(len(docs), 3)
+        for path in docs:
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+            with open(path[: -len(".json")] + ".view", encoding="utf-8") as f:
+                want = f.read()
+            self.assertEqual(status.render(doc, "/mnt/tsock", now=0), want, path)
+
+    def test_each_mountpoint_without_status_says_why(self):
+        with open(os.path.join(FIXTURES, "reads.json"), encoding="utf-8") as f:
+            reads = json.load(f)
+        for r in reads:
+            mount = os.path.join(tempfile.mkdtemp(prefix="tsock-status-"), "mnt")
+            if not r.get("missing"):
+                os.mkdir(mount)
+                for name, text in (r.get("files") or {}).items():
+                    with open(os.path.join(mount, name), "w", encoding="utf-8") as f:
+                        f.write(text)
+            with self.assertRaises(status.StatusError, msg=r["name"]) as e:
+                status.read(mount, start_timeout=0)
+            self.assertEqual(str(e.exception), r["error"].replace("{mount}", mount), r["name"])
 
 
 if __name__ == "__main__":

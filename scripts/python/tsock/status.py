@@ -42,9 +42,7 @@ def read(mount: str | os.PathLike, start_timeout: Optional[float] = starting.STA
         with open(os.path.join(mount, "status.json"), "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        if not os.path.exists(mount):
-            raise StatusError(f"{mount}: no such file or directory") from None
-        raise StatusError(f"{mount} is not a tsock mount (no status.json)") from None
+        raise StatusError(_no_status(mount)) from None
     except PermissionError:
         raise StatusError(f"{mount}: permission denied (a mount is its owner's; mount with --allow-other to show it to others)") from None
     except OSError as e:
@@ -54,11 +52,32 @@ def read(mount: str | os.PathLike, start_timeout: Optional[float] = starting.STA
     try:
         doc = json.loads(data)
     except ValueError:
-        raise StatusError(f"{mount} is not a tsock mount: its status.json is not JSON") from None
-    if not isinstance(doc, dict) or doc.get("version") != VERSION:
-        got = doc.get("version") if isinstance(doc, dict) else None
-        raise StatusError(f"{mount}: status.json version {got}, this client reads version {VERSION}: use the client of the tsock that mounted it")
+        doc = None
+    if not isinstance(doc, dict):
+        raise StatusError(f"{mount} is not a tsock mount: its status.json is not tsock's") from None
+    if doc.get("version") != VERSION:
+        raise StatusError(f"{mount}: status.json version {doc.get('version')}, this tsock reads version {VERSION}: use the tsock that mounted it")
     return doc
+
+
+def _no_status(mount: str) -> str:
+    """Why mount has no status.json, as `tsock status` says it (the
+    fixtures in tests/fixtures/status/reads.json hold both to it): a
+    starting mount is starting, an empty directory may be about to be
+    mounted, anything else is not a tsock mount."""
+    if not os.path.exists(mount):
+        return f"{mount}: no such file or directory"
+    try:
+        with open(os.path.join(mount, "starting"), encoding="utf-8", errors="replace") as f:
+            return f"{mount}: tsock is starting, no status.json yet:\n{f.read().strip()}"
+    except OSError:
+        pass
+    try:
+        if not os.listdir(mount):
+            return f"{mount}: nothing is mounted there yet (an empty directory): is `tsock mount` running?"
+    except OSError:
+        pass
+    return f"{mount} is not a tsock mount (no status.json)"
 
 
 def _ibytes(n: float) -> str:
