@@ -7,6 +7,16 @@
 // global sequence number. A consumer joins at the oldest batch still held
 // and sees the batches from there on as its own numbers 0, 1, 2, …
 //
+// The store is a shell around a functional core, package
+// batchstore/internal/plan: what consumer c's batch j holds, where a
+// joiner starts, and whether a consumer still needs a producer batch
+// (what may be freed) are pure functions there, of views the store
+// builds over its state for one call (the Store is a plan.Stream; a
+// consumer, a plan.Reader; view.go). The shell holds the lock, builds the
+// views, applies what is decided (a batch computed, a placement, a free)
+// and does what the core cannot: waiting and waking, the blobs, the
+// leases, the clocks.
+//
 // One lock, Store.mu, guards all of the store's state; only Store's
 // exported methods take it, and every other method runs with it held.
 // The state is split by concern into four parts, each a type in its own
@@ -27,7 +37,7 @@
 //
 // A part reaches another only through the Store it points back to
 // (s.buf, s.ros, s.dem, s.ev), never by its own lock: there is none.
-//
+
 // Invariants, all kept under Store.mu:
 //
 //   - used+reserved never exceeds the limit: the producer never writes a

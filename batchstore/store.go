@@ -79,7 +79,7 @@ type Config struct {
 //
 //   - buf (buffer.go): the held batches, their bytes, reservations,
 //     freeing and lingering memory: what the producer waits on.
-//   - ros (roster.go, placement.go, lookup.go, lease.go, subset.go): the
+//   - ros (consumer.go, placement.go, lookup.go, lease.go, subset.go): the
 //     consumers, where each is placed, the batches it resolves to, its
 //     leases.
 //   - dem (demand.go, settle.go, order.go): the epochs' orders and what

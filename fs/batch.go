@@ -2,10 +2,6 @@ package fs
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -161,50 +157,6 @@ func (h *batchHandle) spliceFd() int {
 	return h.lease.Blob().Fd()
 }
 
-// splicedReply is a reply go-fuse splices from a batch's file (it
-// splices what says where it lies: Seekable), or, where the splice
-// fails (a pipe it cannot grow: a user's pipe quota full, pipe-max-size
-// lowered), copies with Bytes. It counts what was spliced once the reply
-// is written (Done), and a failed splice turns splicing off for the
-// mount (dataPath.spliceFailed): go-fuse would otherwise try, fail and
-// log again for every reply. go-fuse calls it from one goroutine.
-type splicedReply struct {
-	fd       uintptr
-	off      int64
-	size     int
-	path     *dataPath
-	tried    bool // go-fuse asked where the bytes lie: a pipe was grown for them
-	fellBack bool // and copied them instead
-}
-
-func (r *splicedReply) Size() int { return r.size }
-
-func (r *splicedReply) Seekable() (fd uintptr, off int64, sz int) {
-	r.tried = true
-	return r.fd, r.off, r.size
-}
-
-func (r *splicedReply) Bytes(buf []byte) ([]byte, fuse.Status) {
-	r.fellBack = true
-	r.path.spliceFailed()
-	n, err := syscall.Pread(int(r.fd), buf[:min(len(buf), r.size)], r.off)
-	if err != nil {
-		return nil, fuse.ToStatus(err)
-	}
-	return buf[:n], fuse.OK
-}
-
-func (r *splicedReply) Done() {
-	if r.tried && !r.fellBack {
-		r.path.splicedBytes.Add(uint64(r.size))
-	}
-}
-
-// bytesReply answers a read with bytes the daemon holds, in one writev: a
-// reply go-fuse cannot splice from a file it would first try to (a pipe
-// taken, grown and written) before writing it.
-func bytesReply(b []byte) fuse.ReadResult { return fuse.ReadResultVector([][]byte{b}) }
-
 // Release comes after the last close and munmap of this open.
 func (h *batchHandle) Release(ctx context.Context) syscall.Errno {
 	h.lease.Release()
@@ -222,82 +174,4 @@ var _ = (fusefs.FilePassthroughFder)((*passthroughHandle)(nil))
 
 func (h *passthroughHandle) PassthroughFd() (int, bool) {
 	return h.lease.Blob().Fd(), true
-}
-
-// dataPath is how batch reads are served, and what was seen of it.
-type dataPath struct {
-	wanted      bool   // passthrough asked for and probed fine
-	window      int64  // without passthrough: the kernel's readahead window
-	spliceMax   int64  // the largest reply spliced from a batch's file
-	reason      string // why passthrough is off, if it is
-	backing     string // the blobs' storage
-	daemonReads atomic.Uint64
-	daemonBytes atomic.Uint64
-	// Of those, the bytes spliced from the batch's file.
-	splicedBytes atomic.Uint64
-	// spliceOff: a splice failed, and replies are copied from then on;
-	// spliceWhy says why (go-fuse's words, noted by fuseLog) and since
-	// when, once.
-	spliceOff  atomic.Bool
-	spliceOnce sync.Once
-	spliceMu   sync.Mutex
-	spliceErr  string // the last splice error go-fuse reported
-	spliceWhy  string
-	// Re-batched files (a consumer's own batch size or stitched epochs)
-	// are assembled by the daemon from several producer batches.
-	rebatchedBytes atomic.Uint64
-	// Writes into ingest/ that came to the daemon (passthrough off).
-	daemonWrites atomic.Uint64
-}
-
-func (p *dataPath) passthrough() bool { return p.wanted }
-
-// spliceFailed turns splicing off for the mount at its first failure,
-// and says so once: the replies are copied from then on (correct, one
-// more copy each), where go-fuse would try and fail again for each.
-func (p *dataPath) spliceFailed() {
-	p.spliceOnce.Do(func() {
-		p.spliceMu.Lock()
-		why := p.spliceErr
-		if why == "" {
-			why = "a splice failed"
-		}
-		p.spliceWhy = fmt.Sprintf("since %s: %s", time.Now().Format(time.TimeOnly), why)
-		p.spliceMu.Unlock()
-		p.spliceOff.Store(true)
-		slog.Warn("splicing replies failed: replies are copied from now on (reads stay correct; the daemon copies each byte once more)", "why", why)
-	})
-}
-
-// spliceNote keeps go-fuse's word for a failed splice, which comes just
-// before its fallback to Bytes.
-func (p *dataPath) spliceNote(err string) {
-	p.spliceMu.Lock()
-	defer p.spliceMu.Unlock()
-	p.spliceErr = err
-}
-
-// spliceState says why splicing is off ("" while it is on).
-func (p *dataPath) spliceState() string {
-	if !p.spliceOff.Load() {
-		return ""
-	}
-	p.spliceMu.Lock()
-	defer p.spliceMu.Unlock()
-	return p.spliceWhy
-}
-
-// fuseLog takes go-fuse's log lines into slog. A failed splice is
-// noted, not logged: the data path says it once as it falls back
-// (spliceFailed), where go-fuse would log a line for every reply.
-type fuseLog struct{ path *dataPath }
-
-func (l fuseLog) Write(b []byte) (int, error) {
-	line := strings.TrimSpace(string(b))
-	if why, ok := strings.CutPrefix(line, "trySplice: "); ok {
-		l.path.spliceNote(why)
-		return len(b), nil
-	}
-	slog.Warn("fuse: " + line)
-	return len(b), nil
 }

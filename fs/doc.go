@@ -1,6 +1,13 @@
-// Package fs is the thin go-fuse adapter over batchstore. It holds no
-// state of its own beyond what the kernel needs: every answer comes from
-// the store, and every store error maps to one errno in errno().
+// Package fs is the mount: a go-fuse adapter over batchstore, and the
+// data path by which a batch's bytes reach a reader. It decides nothing
+// of what a consumer reads (the store does: every answer comes from it,
+// and every store error maps to one errno in errno()), but it owns how
+// the bytes get there (datapath.go: passthrough or the daemon's reads,
+// the splice policy, the readahead window; fill.go: the filler that reads
+// each batch ahead once; forget.go: the forgetter, which has the kernel
+// drop released batches when the store says it freed them). Its state is
+// that: the nodes the kernel knows, the data path's counts, the filler's
+// queue and the forgetter's parked files.
 //
 // The tree:
 //
@@ -32,9 +39,7 @@
 //     (Store.Hold) without charging or consuming anything.
 //   - A reply from a producer batch is spliced from its file, up to what
 //     a pipe holds (spliceLimit); every other reply is one writev
-//     (bytesReply), never a pipe go-fuse would fill in vain. The first
-//     failed splice turns splicing off for the mount, said once
-//     (splicedReply, fuseLog); only replies spliced are counted so.
+//     (bytesReply). The data path's invariants are datapath.go's.
 //   - In GPU mode each batch also has NNNNNN.cuda, rendered by the
 //     producer's format from the leased batches; opening it takes the same
 //     lease as the batch, so release and consumption follow one rule.

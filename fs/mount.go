@@ -8,12 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/dustin/go-humanize"
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
@@ -70,38 +68,6 @@ type Options struct {
 // mountOwner is the user the daemon runs as: it owns everything but the
 // consumer directories (and their batch_size files).
 func mountOwner() (uid, gid uint32) { return uint32(os.Geteuid()), uint32(os.Getegid()) }
-
-// requestSize is the largest read or write the kernel sends (its cap is
-// 1 MiB).
-const requestSize = 1 << 20
-
-// spliceMax is the largest reply spliced from a batch's file, and the
-// readahead window asked for when the daemon serves reads, so that every
-// read-ahead reply is spliced: a reply, header and all, must fit in a pipe
-// (go-fuse grows one to the reply and a page, rounded up to a power of
-// two; a user may grow a pipe to pipe-max-size, 1 MiB by default), and
-// 1 MiB replies failed.
-const spliceMax = 512 << 10
-
-// spliceLimit is the largest reply this machine's pipes let the daemon
-// splice: spliceMax, less where pipe-max-size is under 1 MiB, none where
-// it cannot be read.
-func spliceLimit() int64 {
-	pipeMax, err := readNumber("/proc/sys/fs/pipe-max-size")
-	if err != nil {
-		return 0
-	}
-	return min(spliceMax, pipeMax/2)
-}
-
-// readNumber reads a kernel file that holds one integer.
-func readNumber(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-}
 
 // Mounted is a live mount.
 type Mounted struct {
@@ -187,63 +153,6 @@ func (fsys *fileSystem) listen() {
 	fsys.store.SetInvalidator(fsys.forget)
 }
 
-// probePassthrough registers a backing file once: the kernel accepts it
-// only with CAP_SYS_ADMIN on Linux ≥ 6.9 with passthrough negotiated.
-// go-fuse would otherwise turn passthrough off silently at the first open.
-func (m *Mounted) probePassthrough(opts Options) (bool, string) {
-	if !opts.Passthrough {
-		return false, "off by request"
-	}
-	id, errno := m.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(opts.ProbeFd)})
-	if errno != 0 {
-		return false, fmt.Sprintf("kernel refused a backing file: %v (needs root and Linux 6.9+)", errno)
-	}
-	m.server.UnregisterBackingFd(id)
-	return true, ""
-}
-
-// DataPath says how batch reads are served right now.
-func (m *Mounted) DataPath() string {
-	return m.SharedPath() + fmt.Sprintf("; re-batched files (a consumer's own batch size or epochs not aligned with the producer's) are assembled by the daemon: %s read so far",
-		humanize.IBytes(m.fs.path.rebatchedBytes.Load()))
-}
-
-// SharedPath says how the producer's own batch files are served.
-func (m *Mounted) SharedPath() string {
-	p := m.fs.path
-	if p.wanted {
-		if n := p.daemonReads.Load(); n > 0 {
-			return fmt.Sprintf("passthrough from %s, but %d reads (%d bytes) came to the daemon: the kernel refused some opens",
-				p.backing, n, p.daemonBytes.Load())
-		}
-		return fmt.Sprintf("passthrough from %s (reads and mmaps never enter the daemon)", p.backing)
-	}
-	filled, failed := m.fs.fill.counts()
-	notFilled := ""
-	if failed > 0 {
-		notFilled = fmt.Sprintf(" (%d could not be: their readers read them themselves)", failed)
-	}
-	spliced := ""
-	if why := p.spliceState(); why != "" {
-		spliced = ", splicing off " + why + ": replies copied"
-	}
-	return fmt.Sprintf("daemon reads from %s (each batch read ahead whole once a consumer looks it up, in %s requests served in parallel, into the page cache its consumers share: %d batches%s, %s served so far, %s of it spliced%s); passthrough off: %s",
-		p.backing, humanize.IBytes(uint64(p.window)), filled, notFilled, humanize.IBytes(p.daemonBytes.Load()),
-		humanize.IBytes(p.splicedBytes.Load()), spliced, p.reason)
-}
-
-// IngestPath says how writes into ingest/ are served: always by the
-// daemon, which bounds each batch by the buffer as it is written and
-// refuses writes once its writer's close has ruled on it.
-func (m *Mounted) IngestPath() string {
-	p := m.fs.path
-	return fmt.Sprintf("daemon writes into %s (%d so far): each write is charged to the buffer as it comes, and none lands after the writer's close",
-		p.backing, p.daemonWrites.Load())
-}
-
-// Passthrough reports whether opens are served by passthrough.
-func (m *Mounted) Passthrough() bool { return m.fs.path.wanted && m.fs.path.daemonReads.Load() == 0 }
-
 // BatchInodes is how many batch files' inodes the kernel holds now, over
 // every consumer directory. Each costs daemon memory until the kernel
 // forgets it.
@@ -264,12 +173,6 @@ func (m *Mounted) BatchInodes() int {
 		}
 	}
 	return len(inodes)
-}
-
-// Served is what the daemon has served of producer batches: reads and
-// bytes (none with passthrough).
-func (m *Mounted) Served() (reads, bytes uint64) {
-	return m.fs.path.daemonReads.Load(), m.fs.path.daemonBytes.Load()
 }
 
 // PrunesInodes says whether the kernel forgets released batch files when
@@ -401,26 +304,3 @@ func unescapeMountPath(s string) string {
 	}
 	return b.String()
 }
-
-// readahead raises the mount's readahead window to want bytes (go-fuse
-// can only lower it, through MaxReadAhead) and returns the window in
-// force: want, or, where the raise is refused (a user's mount: the sysfs
-// file is root's), the kernel's own, kernelWindow if it cannot be read.
-func readahead(dir string, want int64) (int64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return kernelWindow, err
-	}
-	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
-	err := os.WriteFile(path, []byte(fmt.Sprintf("%d\n", want>>10)), 0)
-	if err == nil {
-		return want, nil
-	}
-	if kb, rerr := readNumber(path); rerr == nil && kb > 0 {
-		return kb << 10, err
-	}
-	return kernelWindow, err
-}
-
-// kernelWindow is the kernel's default readahead window, a user's mount's.
-const kernelWindow = 128 << 10

@@ -312,7 +312,7 @@ func TestIdleMountSaysSoAndExits(t *testing.T) {
 }
 
 // metric is one series' value in MOUNTPOINT/metrics, -1 where absent.
-func metric(t *testing.T, d *daemon, series string) int64 {
+func metric(t *testing.T, d *mountProc, series string) int64 {
 	t.Helper()
 	for _, line := range strings.Split(readFile(t, filepath.Join(d.dir, "metrics")), "\n") {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {

@@ -171,8 +171,8 @@ func tsockBinary(t *testing.T) string {
 	})
 }
 
-// daemon is a running "tsock mount".
-type daemon struct {
+// mountProc is a running "tsock mount", a process of the binary under test.
+type mountProc struct {
 	cmd    *exec.Cmd
 	dir    string
 	stderr *bytes.Buffer
@@ -180,13 +180,13 @@ type daemon struct {
 }
 
 // startDaemon runs tsock mount DIR args… and waits for its ready line.
-func startDaemon(t *testing.T, args ...string) *daemon {
+func startDaemon(t *testing.T, args ...string) *mountProc {
 	t.Helper()
 	return startDaemonEnv(t, nil, args...)
 }
 
 // startDaemonEnv is startDaemon with extra environment variables.
-func startDaemonEnv(t *testing.T, env []string, args ...string) *daemon {
+func startDaemonEnv(t *testing.T, env []string, args ...string) *mountProc {
 	t.Helper()
 	fusetest.Need(t)
 	dir := t.TempDir()
@@ -197,9 +197,9 @@ func startDaemonEnv(t *testing.T, env []string, args ...string) *daemon {
 
 // runDaemon starts cmd, a tsock mount at dir, and waits for its ready
 // line; Cleanup stops it and leaves no mount.
-func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) *daemon {
+func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) *mountProc {
 	t.Helper()
-	d := &daemon{cmd: cmd, dir: dir, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	d := &mountProc{cmd: cmd, dir: dir, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	// A test binary that dies (go test's timeout panics) runs no Cleanup:
 	// its daemons get SIGTERM from the kernel instead, and unmount.
 	if d.cmd.SysProcAttr == nil {
@@ -244,13 +244,13 @@ func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) *daemon {
 }
 
 // stop sends SIGTERM and checks a clean exit and unmount.
-func (d *daemon) stop(t *testing.T) {
+func (d *mountProc) stop(t *testing.T) {
 	t.Helper()
 	d.stopWith(t, syscall.SIGTERM)
 }
 
 // stopWith sends sig and checks a clean exit and unmount.
-func (d *daemon) stopWith(t *testing.T, sig syscall.Signal) {
+func (d *mountProc) stopWith(t *testing.T, sig syscall.Signal) {
 	t.Helper()
 	if err := d.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
@@ -270,14 +270,14 @@ func (d *daemon) stopWith(t *testing.T, sig syscall.Signal) {
 }
 
 // consume starts a consumer process that copies NAME's batches to a dir.
-func consume(t *testing.T, d *daemon, name string) (*exec.Cmd, string) {
+func consume(t *testing.T, d *mountProc, name string) (*exec.Cmd, string) {
 	t.Helper()
 	return consumeSized(t, d, name, 0)
 }
 
 // consumeSized is consume with the consumer's own batch size (0: the
 // producer's), written to its batch_size file before it reads.
-func consumeSized(t *testing.T, d *daemon, name string, batchSize int) (*exec.Cmd, string) {
+func consumeSized(t *testing.T, d *mountProc, name string, batchSize int) (*exec.Cmd, string) {
 	t.Helper()
 	knobs := map[string]string{}
 	if batchSize > 0 {
@@ -288,7 +288,7 @@ func consumeSized(t *testing.T, d *daemon, name string, batchSize int) (*exec.Cm
 
 // consumeWith is consume with control files (batch_size, subset) written
 // before it reads.
-func consumeWith(t *testing.T, d *daemon, name string, knobs map[string]string) (*exec.Cmd, string) {
+func consumeWith(t *testing.T, d *mountProc, name string, knobs map[string]string) (*exec.Cmd, string) {
 	t.Helper()
 	if err := os.Mkdir(filepath.Join(d.dir, "consumers", name), 0o755); err != nil {
 		t.Fatal(err)
@@ -303,7 +303,7 @@ func consumeWith(t *testing.T, d *daemon, name string, knobs map[string]string) 
 
 // startReader runs a process that copies out consumer name's batches, in
 // order, to the end.
-func startReader(t *testing.T, d *daemon, name string) (*exec.Cmd, string) {
+func startReader(t *testing.T, d *mountProc, name string) (*exec.Cmd, string) {
 	t.Helper()
 	out := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

@@ -79,7 +79,7 @@ func startHolder(t *testing.T, f *os.File) (cmd *exec.Cmd, ask func() string) {
 }
 
 // createBatch creates ingest batch seq for writing.
-func createBatch(t *testing.T, d *daemon, seq uint64) *os.File {
+func createBatch(t *testing.T, d *mountProc, seq uint64) *os.File {
 	t.Helper()
 	f, err := os.OpenFile(filepath.Join(d.dir, "ingest", fs.BatchName(seq)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -209,7 +209,7 @@ func TestPublishedBytesAreFinal(t *testing.T) {
 }
 
 // bufferLine is status's buffer line.
-func bufferLine(t *testing.T, d *daemon) string {
+func bufferLine(t *testing.T, d *mountProc) string {
 	t.Helper()
 	return regexp.MustCompile(`(?m)^buffer: .*$`).FindString(readFile(t, filepath.Join(d.dir, "status")))
 }
@@ -314,7 +314,7 @@ func TestNoSamplesEndsInAnError(t *testing.T) {
 
 // checkNoSamples: reading batch fails with ENODATA, and status says the
 // producer failed for want of samples.
-func checkNoSamples(t *testing.T, d *daemon, batch string) {
+func checkNoSamples(t *testing.T, d *mountProc, batch string) {
 	t.Helper()
 	if err := readWithin(t, batch); !errors.Is(err, syscall.ENODATA) {
 		t.Fatalf("reading %s when every sample was skipped: %v, want ENODATA", filepath.Base(batch), err)
@@ -329,7 +329,7 @@ func checkNoSamples(t *testing.T, d *daemon, batch string) {
 
 // stopFailed: the mount of a failed producer stays until SIGTERM, then
 // exits 1 saying why, leaving no mount.
-func (d *daemon) stopFailed(t *testing.T) {
+func (d *mountProc) stopFailed(t *testing.T) {
 	t.Helper()
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	var exit *exec.ExitError

@@ -29,31 +29,31 @@ var openDriver = func(spec gpu.DeviceSpec) (gpu.Driver, error) {
 
 // setUpGPU opens the device and allocates the slabs, once, before the
 // producer starts: a mount that cannot have its GPU fails at start.
-func (c *mountCommand) setUpGPU(hostBuffer int64) error {
-	if c.device == "" {
+func (d *daemon) setUpGPU(hostBuffer int64) error {
+	if d.device == "" {
 		return nil
 	}
-	drv, err := openDriver(c.deviceSpec)
+	drv, err := openDriver(d.deviceSpec)
 	if err != nil {
-		return fmt.Errorf("--device %s: %w", c.device, err)
+		return fmt.Errorf("--device %s: %w", d.device, err)
 	}
-	c.gpu = &gpuMode{driver: drv}
+	d.gpu = &gpuMode{driver: drv}
 	size := hostBuffer
-	if c.gpuBuffer > 0 {
-		size = c.gpuBuffer
+	if d.gpuBuffer > 0 {
+		size = d.gpuBuffer
 	}
-	slab := c.cfg.BatchBytes() - batchfile.DataStart
-	if c.ingestMode { // batch sizes are the producer's business
+	slab := d.cfg.BatchBytes() - batchfile.DataStart
+	if d.ingestMode { // batch sizes are the producer's business
 		slab = size / 8
-		if c.gpuSlab > 0 {
-			slab = c.gpuSlab
+		if d.gpuSlab > 0 {
+			slab = d.gpuSlab
 		}
 	}
-	if c.gpu.pool, err = gpu.NewPool(drv, size, slab); err != nil {
-		return fmt.Errorf("--device %s: %w", c.device, err)
+	if d.gpu.pool, err = gpu.NewPool(drv, size, slab); err != nil {
+		return fmt.Errorf("--device %s: %w", d.device, err)
 	}
-	c.gpu.monitor = gpu.NewMonitor(gpu.NewNVML())
-	c.cfg.GPU, c.ingestCfg.GPU = c.gpu.pool, c.gpu.pool
+	d.gpu.monitor = gpu.NewMonitor(gpu.NewNVML())
+	d.cfg.GPU, d.ingestCfg.GPU = d.gpu.pool, d.gpu.pool
 	return nil
 }
 

@@ -13,27 +13,27 @@ import (
 )
 
 // ingestFiles adapts the ingest side to the file system's ingest/.
-type ingestFiles struct{ c *mountCommand }
+type ingestFiles struct{ d *daemon }
 
 var _ fs.Ingest = ingestFiles{}
 
 func (f ingestFiles) Create(ctx context.Context, seq uint64) (fs.IngestWriter, error) {
-	return f.c.ingest.Create(ctx, seq)
+	return f.d.ingest.Create(ctx, seq)
 }
-func (f ingestFiles) Next() uint64                              { return f.c.ingest.Next() }
-func (f ingestFiles) Order(ctx context.Context) ([]byte, error) { return f.c.ingest.Order(ctx) }
-func (f ingestFiles) Skip(value string) error                   { return f.c.ingest.Skip(value) }
-func (f ingestFiles) Grow(value string) error                   { return f.c.ingest.Grow(value) }
+func (f ingestFiles) Next() uint64                              { return f.d.ingest.Next() }
+func (f ingestFiles) Order(ctx context.Context) ([]byte, error) { return f.d.ingest.Order(ctx) }
+func (f ingestFiles) Skip(value string) error                   { return f.d.ingest.Skip(value) }
+func (f ingestFiles) Grow(value string) error                   { return f.d.ingest.Grow(value) }
 
 // SamplesText renders ingest/samples: the dataset's size now (0:
 // unordered).
 func (f ingestFiles) SamplesText() ([]byte, error) {
-	return []byte(strconv.Itoa(f.c.ingest.Samples()) + "\n"), nil
+	return []byte(strconv.Itoa(f.d.ingest.Samples()) + "\n"), nil
 }
 
 // Status renders ingest/status: one "key: value" per line.
 func (f ingestFiles) Status() ([]byte, error) {
-	c := f.c
+	c := f.d
 	st := c.ingest.Snapshot()
 	var b strings.Builder
 	fmt.Fprintf(&b, "mode: %s\n", c.ingestModeName())
@@ -71,7 +71,7 @@ func (f ingestFiles) Status() ([]byte, error) {
 
 // Refusal renders ingest/refusal: "NNNNNN: why", the last batch refused.
 func (f ingestFiles) Refusal() ([]byte, error) {
-	why := f.c.ingest.Snapshot().LastRefusal
+	why := f.d.ingest.Snapshot().LastRefusal
 	if why == "" {
 		return nil, nil
 	}
@@ -79,12 +79,12 @@ func (f ingestFiles) Refusal() ([]byte, error) {
 }
 
 // ingestMode names the ingest mode for status lines.
-func (c *mountCommand) ingestModeName() string {
-	if c.ingest.Ordered() {
-		return fmt.Sprintf("ordered, %d samples (tsock's order: ingest/order)", c.ingest.Samples())
+func (d *daemon) ingestModeName() string {
+	if d.ingest.Ordered() {
+		return fmt.Sprintf("ordered, %d samples (tsock's order: ingest/order)", d.ingest.Samples())
 	}
 	return "unordered (the producer's epoch marks)"
 }
 
 // ingestDescription is the source line for --ingest.
-func (c *mountCommand) ingestDescription() string { return "ingest, " + c.ingestModeName() }
+func (d *daemon) ingestDescription() string { return "ingest, " + d.ingestModeName() }

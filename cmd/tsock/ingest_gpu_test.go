@@ -70,7 +70,7 @@ func TestIngestEveryDtypeBothReadPaths(t *testing.T) {
 func TestIngestedBatchesOnTheGPU(t *testing.T) {
 	mnt, drv := mountWithFakeGPU(t, "--ingest", "--samples", "12", "--order", "sequential", "--batch-size", "4",
 		"--buffer", "1MiB", "--device", "GPU-anything", "--gpu-slab", "64KiB")
-	d := &daemon{dir: mnt}
+	d := &mountProc{dir: mnt}
 	if err := os.Mkdir(filepath.Join(mnt, "consumers", "own"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func sampleBatch(t *testing.T, meta map[string]string, idx ...int64) []byte {
 }
 
 // publish writes data as ingest batch seq, returning the close's error.
-func publish(d *daemon, seq uint64, data []byte) error {
+func publish(d *mountProc, seq uint64, data []byte) error {
 	return os.WriteFile(filepath.Join(d.dir, "ingest", fs.BatchName(seq)), data, 0o644)
 }
 

@@ -112,7 +112,7 @@ func TestLateJoinersOwnSizesAndACrash(t *testing.T) {
 }
 
 // waitPosition returns once consumer name has consumed n batches.
-func waitPosition(t *testing.T, d *daemon, name string, n int) {
+func waitPosition(t *testing.T, d *mountProc, name string, n int) {
 	t.Helper()
 	var status []byte
 	var pos int

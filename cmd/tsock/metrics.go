@@ -23,8 +23,8 @@ import (
 // metrics renders MOUNTPOINT/metrics in the Prometheus text format: what
 // GET /metrics serves (the numbers of status, one series per consumer,
 // and the Go runtime's and the process's), for tools to scrape.
-func (c *mountCommand) metrics() ([]byte, error) {
-	families, err := c.registry().Gather()
+func (d *daemon) metrics() ([]byte, error) {
+	families, err := d.registry().Gather()
 	var b bytes.Buffer
 	for _, mf := range families {
 		if _, werr := expfmt.MetricFamilyToText(&b, mf); werr != nil {
@@ -36,13 +36,13 @@ func (c *mountCommand) metrics() ([]byte, error) {
 
 // registry is the mount's metrics: its own (snapshotCollector), Go's
 // runtime and the process's, as users of Prometheus expect beside them.
-func (c *mountCommand) registry() *prometheus.Registry {
-	c.registryOnce.Do(func() {
-		c.reg = prometheus.NewRegistry()
-		c.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-			snapshotCollector{c.snapshot})
+func (d *daemon) registry() *prometheus.Registry {
+	d.registryOnce.Do(func() {
+		d.reg = prometheus.NewRegistry()
+		d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+			snapshotCollector{d.snapshot})
 	})
-	return c.reg
+	return d.reg
 }
 
 // snapshotCollector gives a mount's numbers as of one snapshot a
@@ -323,15 +323,15 @@ func (c *limitedConn) Close() error {
 
 // listenMetrics binds addr at start, so that a taken port fails the
 // mount before anything is mounted.
-func (c *mountCommand) listenMetrics() error {
-	if c.metricsListen == "" {
+func (d *daemon) listenMetrics() error {
+	if d.metricsListen == "" {
 		return nil
 	}
-	m, err := newMetricsServer(c.metricsListen, promhttp.HandlerFor(c.registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}), c.statusJSON)
+	m, err := newMetricsServer(d.metricsListen, promhttp.HandlerFor(d.registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}), d.statusJSON)
 	if err != nil {
 		return fmt.Errorf("--metrics-listen: %w", err)
 	}
-	c.metricsHTTP = m
+	d.metricsHTTP = m
 	return nil
 }
 

@@ -26,10 +26,37 @@ import (
 	"github.com/tsock/tsock/producer/source"
 )
 
-// mountCommand is "tsock mount": it serves until a signal or umount.
+// mountCommand is "tsock mount": the command parses and checks its flags
+// (mountflags.go) into mountFlags, and Run hands them to a daemon, which
+// serves until a signal or umount.
 type mountCommand struct {
 	stdout io.Writer
 	flags  *pflag.FlagSet
+	mountFlags
+	d *daemon // what Run started; nil before
+}
+
+// Run serves the mount the flags describe until ctx ends or the file
+// system is unmounted from outside.
+func (c *mountCommand) Run(ctx context.Context) error {
+	c.d = &daemon{stdout: c.stdout, mountFlags: c.mountFlags}
+	return c.d.Run(ctx)
+}
+
+// Close frees what Run made.
+func (c *mountCommand) Close() error {
+	if c.d == nil {
+		return nil
+	}
+	return c.d.Close()
+}
+
+// daemon is a mount being served: the store, the producer or ingest, the
+// file system, status and metrics, all made from the command's checked
+// flags, which it does not change. Its status renderers (status.go,
+// statusdoc.go, metrics.go) read one snapshot a request (snapshot.go).
+type daemon struct {
+	stdout io.Writer
 	mountFlags
 
 	// What Run makes, Close frees.
@@ -49,17 +76,17 @@ type mountCommand struct {
 
 // Run mounts, produces, and serves until ctx ends or the file system is
 // unmounted from outside.
-func (c *mountCommand) Run(ctx context.Context) error {
+func (d *daemon) Run(ctx context.Context) error {
 	// The source's remote requests end with Run, however it ends (a
 	// signal, umount, --idle-exit), so no retry holds the exit up.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := c.listenMetrics(); err != nil {
+	if err := d.listenMetrics(); err != nil {
 		return err
 	}
-	if err := c.setUp(ctx); err != nil {
-		if c.metricsHTTP != nil {
-			c.metricsHTTP.listener.Close()
+	if err := d.setUp(ctx); err != nil {
+		if d.metricsHTTP != nil {
+			d.metricsHTTP.listener.Close()
 		}
 		if ctx.Err() != nil { // a signal while the source was opened: a clean stop, as while serving
 			slog.Info("signal received while the source was opened: stopped, nothing mounted, no index kept", "err", err)
@@ -73,28 +100,28 @@ func (c *mountCommand) Run(ctx context.Context) error {
 	defer workers.Wait()
 	defer cancel()
 	produced := make(chan error, 1)
-	if c.ingest != nil {
-		fmt.Fprintf(c.stdout, "tsock: mounted %s: %s; producers write %s/ingest/; %s\n", c.mounted.Dir,
-			c.ingestDescription(), c.mounted.Dir, c.mounted.SharedPath())
+	if d.ingest != nil {
+		fmt.Fprintf(d.stdout, "tsock: mounted %s: %s; producers write %s/ingest/; %s\n", d.mounted.Dir,
+			d.ingestDescription(), d.mounted.Dir, d.mounted.SharedPath())
 		produced = nil // nothing to produce: serve until the end
 	} else {
-		fmt.Fprintf(c.stdout, "tsock: mounted %s: %s, %d samples in %d classes; %s\n", c.mounted.Dir,
-			printable(c.cfg.Source.Describe()), c.cfg.Source.Len(), len(c.cfg.Source.Classes()), c.mounted.SharedPath())
-		workers.Go(func() { produced <- c.producer.Run(ctx) })
+		fmt.Fprintf(d.stdout, "tsock: mounted %s: %s, %d samples in %d classes; %s\n", d.mounted.Dir,
+			printable(d.cfg.Source.Describe()), d.cfg.Source.Len(), len(d.cfg.Source.Classes()), d.mounted.SharedPath())
+		workers.Go(func() { produced <- d.producer.Run(ctx) })
 	}
-	workers.Go(func() { c.rate.run(ctx) })
-	if c.metricsHTTP != nil {
-		workers.Go(func() { c.metricsHTTP.run(ctx) })
+	workers.Go(func() { d.rate.run(ctx) })
+	if d.metricsHTTP != nil {
+		workers.Go(func() { d.metricsHTTP.run(ctx) })
 	}
-	workers.Go(func() { c.store.Watch(ctx, c.eviction) })
+	workers.Go(func() { d.store.Watch(ctx, d.eviction) })
 	idle := make(chan struct{}) // closed after --idle-exit without a consumer
-	if c.idleExit > 0 {
-		workers.Go(func() { c.watchIdle(ctx, idle) })
+	if d.idleExit > 0 {
+		workers.Go(func() { d.watchIdle(ctx, idle) })
 	}
 	var err error
 	select {
 	case <-ctx.Done():
-	case <-c.unmounted:
+	case <-d.unmounted:
 	case <-idle:
 	case err = <-produced:
 		produced = nil
@@ -107,16 +134,16 @@ func (c *mountCommand) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-		case <-c.unmounted:
+		case <-d.unmounted:
 		case <-idle:
 		}
 	}
 	select {
-	case <-c.unmounted:
-		slog.Info("unmounted from outside", "mountpoint", c.mounted.Dir)
+	case <-d.unmounted:
+		slog.Info("unmounted from outside", "mountpoint", d.mounted.Dir)
 	default:
 		if ctx.Err() != nil {
-			slog.Info("signal received: unmounting", "mountpoint", c.mounted.Dir)
+			slog.Info("signal received: unmounting", "mountpoint", d.mounted.Dir)
 		}
 	}
 	cancel()
@@ -125,7 +152,7 @@ func (c *mountCommand) Run(ctx context.Context) error {
 	}
 	// A run whose producer failed (every sample skipped, say) exits 1,
 	// whoever ended it.
-	if failure := c.store.Failure(); failure != nil {
+	if failure := d.store.Failure(); failure != nil {
 		return fmt.Errorf("producer stopped: %w", failure)
 	}
 	return err
@@ -133,16 +160,16 @@ func (c *mountCommand) Run(ctx context.Context) error {
 
 // watchIdle closes idle once no consumer has been active for --idle-exit:
 // a mount nobody reads would otherwise hold its buffer for good.
-func (c *mountCommand) watchIdle(ctx context.Context, idle chan<- struct{}) {
-	t := time.NewTicker(max(min(c.idleExit/4, time.Second), time.Millisecond))
+func (d *daemon) watchIdle(ctx context.Context, idle chan<- struct{}) {
+	t := time.NewTicker(max(min(d.idleExit/4, time.Second), time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if since := c.store.Snapshot().Unwatched; !since.IsZero() && time.Since(since) >= c.idleExit {
-				slog.Info("no consumer: unmounting (--idle-exit)", "for", c.idleExit, "mountpoint", c.mounted.Dir)
+			if since := d.store.Snapshot().Unwatched; !since.IsZero() && time.Since(since) >= d.idleExit {
+				slog.Info("no consumer: unmounting (--idle-exit)", "for", d.idleExit, "mountpoint", d.mounted.Dir)
 				close(idle)
 				return
 			}
@@ -151,42 +178,42 @@ func (c *mountCommand) watchIdle(ctx context.Context, idle chan<- struct{}) {
 }
 
 // setUp opens the source and wires store, storage, producer and mount.
-func (c *mountCommand) setUp(ctx context.Context) error {
+func (d *daemon) setUp(ctx context.Context) error {
 	// Fail in a second, not after indexing a dataset (a Slurm job holds
 	// its nodes meanwhile).
-	if err := fs.CheckMountable(c.mountpoint); err != nil {
+	if err := fs.CheckMountable(d.mountpoint); err != nil {
 		return err
 	}
-	limit := c.buffer
-	if c.ingestMode {
-		return c.setUpIngest(limit)
+	limit := d.buffer
+	if d.ingestMode {
+		return d.setUpIngest(limit)
 	}
-	src, err := c.openSource(ctx)
+	src, err := d.openSource(ctx)
 	if err != nil {
 		return err
 	}
-	c.logArrangement(src)
-	c.cfg.Source = src
-	c.warnShuffle()
+	d.logArrangement(src)
+	d.cfg.Source = src
+	d.warnShuffle()
 	// Listing or indexing a large source leaves garbage (a string per
 	// file while a class is listed): give it back now, so that what the
 	// daemon holds after the mount is what it keeps.
 	debug.FreeOSMemory()
 	tuneGC()
-	if err := c.setUpGPU(limit); err != nil {
+	if err := d.setUpGPU(limit); err != nil {
 		return err
 	}
-	if err := c.newStore(producer.StoreConfig(c.cfg, limit)); err != nil {
+	if err := d.newStore(producer.StoreConfig(d.cfg, limit)); err != nil {
 		return err
 	}
-	if c.producer, err = producer.New(c.cfg, c.store, c.alloc); err != nil {
+	if d.producer, err = producer.New(d.cfg, d.store, d.alloc); err != nil {
 		return err
 	}
-	c.cfg = c.producer.Config()
+	d.cfg = d.producer.Config()
 	if os.Getenv("GOMAXPROCS") == "" { // a user's own setting stands
-		runtime.GOMAXPROCS(producer.GoProcs(c.cfg.Workers))
+		runtime.GOMAXPROCS(producer.GoProcs(d.cfg.Workers))
 	}
-	return c.mount(nil)
+	return d.mount(nil)
 }
 
 // daemonGCPercent is the daemon's GOGC. Its heap is mostly long-lived
@@ -204,100 +231,100 @@ func tuneGC() {
 }
 
 // setUpIngest wires store, storage and mount for outside producers.
-func (c *mountCommand) setUpIngest(limit int64) error {
+func (d *daemon) setUpIngest(limit int64) error {
 	var err error
-	if err = c.setUpGPU(limit); err != nil {
+	if err = d.setUpGPU(limit); err != nil {
 		return err
 	}
-	err = c.newStore(batchstore.Config{
-		Limit: limit, BatchSize: c.cfg.BatchSize, Epochs: c.cfg.Epochs, Samples: c.ingestCfg.Samples,
-		Measure: batchfile.Measure, Unordered: c.ingestCfg.Samples == 0,
+	err = d.newStore(batchstore.Config{
+		Limit: limit, BatchSize: d.cfg.BatchSize, Epochs: d.cfg.Epochs, Samples: d.ingestCfg.Samples,
+		Measure: batchfile.Measure, Unordered: d.ingestCfg.Samples == 0,
 	})
 	if err != nil {
 		return err
 	}
-	c.ingestCfg.Seed, c.ingestCfg.MaxSamples = c.cfg.Seed, int(min(maxSamples(), math.MaxInt32))
-	c.ingestCfg.MaxSkipped = c.cfg.MaxSkipped
-	c.ingest = ingest.New(c.ingestCfg, c.store, c.alloc)
-	return c.mount(ingestFiles{c})
+	d.ingestCfg.Seed, d.ingestCfg.MaxSamples = d.cfg.Seed, int(min(maxSamples(), math.MaxInt32))
+	d.ingestCfg.MaxSkipped = d.cfg.MaxSkipped
+	d.ingest = ingest.New(d.ingestCfg, d.store, d.alloc)
+	return d.mount(ingestFiles{d})
 }
 
 // parseSubset reads a consumer's subset file against this mount's data.
-func (c *mountCommand) parseSubset(text []byte) (*batchstore.Subset, error) {
-	d := batchstore.Dataset{Seed: c.cfg.Seed}
-	if c.ingest != nil {
-		d.Len = c.ingest.Samples()
+func (d *daemon) parseSubset(text []byte) (*batchstore.Subset, error) {
+	ds := batchstore.Dataset{Seed: d.cfg.Seed}
+	if d.ingest != nil {
+		ds.Len = d.ingest.Samples()
 	}
-	if c.ingest != nil && d.Len == 0 {
+	if d.ingest != nil && ds.Len == 0 {
 		return nil, fmt.Errorf("an unordered ingest (no --samples) has no dataset indices to pick by: %w", batchstore.ErrBadSubset)
 	}
-	if c.ingest == nil {
-		src := c.cfg.Source
-		d.Len, d.Label, d.Classes = src.Len(), src.Label, src.Classes()
+	if d.ingest == nil {
+		src := d.cfg.Source
+		ds.Len, ds.Label, ds.Classes = src.Len(), src.Label, src.Classes()
 	}
-	return batchstore.ParseSubset(text, d)
+	return batchstore.ParseSubset(text, ds)
 }
 
 // subsetBytes is the most a subset of this mount's dataset can take
 // written: every index once, as a text line or an int64, and room for
 // blank lines and a form.
-func (c *mountCommand) subsetBytes() int64 {
+func (d *daemon) subsetBytes() int64 {
 	n := int64(0)
-	if c.ingest != nil {
-		n = int64(c.ingest.Samples())
-	} else if c.cfg.Source != nil {
-		n = int64(c.cfg.Source.Len())
+	if d.ingest != nil {
+		n = int64(d.ingest.Samples())
+	} else if d.cfg.Source != nil {
+		n = int64(d.cfg.Source.Len())
 	}
 	digits := int64(len(strconv.FormatInt(max(n-1, 0), 10)))
 	return max(n*(digits+2), 8*n) + 4096
 }
 
 // mount serves the store at the mountpoint.
-func (c *mountCommand) mount(in fs.Ingest) error {
-	probe, err := c.alloc.Create(4096)
+func (d *daemon) mount(in fs.Ingest) error {
+	probe, err := d.alloc.Create(4096)
 	if err != nil {
 		return err
 	}
 	defer probe.Free()
-	c.rate = newRateMeter(c.store)
-	if rs, ok := source.As[source.Remote](c.cfg.Source); ok && rs.Store() != nil {
-		c.rate.remote = rs.Store().Stats.Bytes.Load
+	d.rate = newRateMeter(d.store)
+	if rs, ok := source.As[source.Remote](d.cfg.Source); ok && rs.Store() != nil {
+		d.rate.remote = rs.Store().Stats.Bytes.Load
 	}
 	opts := fs.Options{
-		Status: c.status, State: c.state, Metrics: c.metrics, StatusJSON: c.statusJSON, Compose: compose, Passthrough: c.passthrough == "auto",
-		Backing: c.alloc.Describe(), ProbeFd: probe.Fd(), Debug: c.debug, Ingest: in, AllowOther: c.allowOther,
+		Status: d.status, State: d.state, Metrics: d.metrics, StatusJSON: d.statusJSON, Compose: compose, Passthrough: d.passthrough == "auto",
+		Backing: d.alloc.Describe(), ProbeFd: probe.Fd(), Debug: d.debug, Ingest: in, AllowOther: d.allowOther,
 	}
-	if c.ingest == nil {
-		opts.Classes = c.classes
+	if d.ingest == nil {
+		opts.Classes = d.classes
 	}
-	opts.ParseSubset, opts.SubsetBytes = c.parseSubset, c.subsetBytes
-	if c.gpu != nil {
-		opts.CUDA, opts.GPU = batchfile.NewCUDAFiles(c.gpu.pool), c.gpu.files()
+	opts.ParseSubset, opts.SubsetBytes = d.parseSubset, d.subsetBytes
+	if d.gpu != nil {
+		opts.CUDA, opts.GPU = batchfile.NewCUDAFiles(d.gpu.pool), d.gpu.files()
 	}
-	// Handlers (status, ingest/status) read c.mounted: set before serving.
-	opts.Serving = func(m *fs.Mounted) { c.mounted = m }
-	if _, err = fs.Mount(c.mountpoint, c.store, opts); err != nil {
+	// Handlers (status, ingest/status) read d.mounted: set before serving.
+	opts.Serving = func(m *fs.Mounted) { d.mounted = m }
+	if _, err = fs.Mount(d.mountpoint, d.store, opts); err != nil {
 		return err
 	}
 	// Closed once the file system is gone (Close's unmount, or umount(8));
 	// Close waits for this goroutine.
-	c.unmounted = make(chan struct{})
-	go func() { c.mounted.Wait(); close(c.unmounted) }()
+	d.unmounted = make(chan struct{})
+	go func() { d.mounted.Wait(); close(d.unmounted) }()
 	return nil
 }
 
 // newStore makes the batch storage and the store over it, which counts
 // the memory that readers' mappings keep after release as the storage
 // reports it.
-func (c *mountCommand) newStore(cfg batchstore.Config) error {
+func (d *daemon) newStore(cfg batchstore.Config) error {
 	var err error
-	if c.alloc, err = newAllocator(c.storage); err != nil {
+	if d.alloc, err = newAllocator(d.storage); err != nil {
 		return err
 	}
-	cfg.JoinAtEpoch = c.join == "epoch"
-	cfg.MaxBatches = c.gpu.slabs()
-	cfg.Lingering = c.alloc.Lingering
-	c.store = batchstore.New(cfg)
+	cfg.JoinAtEpoch = d.join == "epoch"
+	cfg.MaxBatches = d.gpu.slabs()
+	cfg.Lingering = d.alloc.Lingering
+	d.store = batchstore.New(cfg)
 	return nil
 }
 
@@ -318,32 +345,32 @@ func newAllocator(kind string) (*memfile.Allocator, error) {
 }
 
 // Close unmounts and frees everything; safe after a failed Run.
-func (c *mountCommand) Close() error {
+func (d *daemon) Close() error {
 	var errs []error
-	if c.store != nil {
-		c.store.Shutdown() // wake blocked lookups, or unmount waits for them
+	if d.store != nil {
+		d.store.Shutdown() // wake blocked lookups, or unmount waits for them
 	}
-	if c.mounted != nil {
-		errs = append(errs, c.mounted.Unmount())
+	if d.mounted != nil {
+		errs = append(errs, d.mounted.Unmount())
 		// The server ends with the mount. Where a busy mount was detached
 		// lazily (a shell cd'ed into it), the kernel keeps it alive until
 		// it is left: do not hang the daemon's exit on that.
 		select {
-		case <-c.unmounted:
+		case <-d.unmounted:
 		case <-time.After(5 * time.Second):
-			slog.Warn("the detached mount is still busy; exiting without waiting for it", "mountpoint", c.mounted.Dir)
+			slog.Warn("the detached mount is still busy; exiting without waiting for it", "mountpoint", d.mounted.Dir)
 		}
 	}
-	if c.store != nil {
-		errs = append(errs, c.store.Close())
+	if d.store != nil {
+		errs = append(errs, d.store.Close())
 	}
-	if c.alloc != nil {
-		errs = append(errs, c.alloc.Close())
+	if d.alloc != nil {
+		errs = append(errs, d.alloc.Close())
 	}
-	if c.gpu != nil { // after the store: its batches hold slabs
-		errs = append(errs, c.gpu.Close())
+	if d.gpu != nil { // after the store: its batches hold slabs
+		errs = append(errs, d.gpu.Close())
 	}
-	if cl, ok := c.cfg.Source.(io.Closer); ok { // after the producer: Run has returned
+	if cl, ok := d.cfg.Source.(io.Closer); ok { // after the producer: Run has returned
 		errs = append(errs, cl.Close())
 	}
 	return errors.Join(errs...)

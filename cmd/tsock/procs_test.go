@@ -33,9 +33,10 @@ func TestMountGivesEachWorkerAP(t *testing.T) {
 		if err := c.Parse([]string{t.TempDir(), "--source", folder, "--workers", "3"}); err != nil {
 			t.Fatal(err)
 		}
-		err := c.setUp(t.Context())
+		d := &daemon{stdout: io.Discard, mountFlags: c.mountFlags}
+		err := d.setUp(t.Context())
 		got := runtime.GOMAXPROCS(0)
-		if cerr := c.Close(); err == nil {
+		if cerr := d.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {

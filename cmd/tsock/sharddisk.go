@@ -41,12 +41,12 @@ func (d *diskFlags) space(memory int64, batch int) source.ShardSpace {
 // logArrangement logs how the shards are read and mixed (pieces, the
 // shuffle's window, the shard disk), as Open arranged them at
 // --batch-size.
-func (c *mountCommand) logArrangement(src source.Source) {
+func (d *daemon) logArrangement(src source.Source) {
 	sh, ok := source.As[source.Sharded](src)
 	if !ok {
 		return
 	}
 	st := sh.Stats()
 	slog.Info("shards arranged", "pieces", st.Pieces, "window_pieces", st.Window, "shard_disk_bytes", st.Disk,
-		"distinct_labels_per_batch", fmt.Sprintf("%.1f", st.Mix.Distinct), "uniform", fmt.Sprintf("%.1f", st.Mix.Uniform), "took", time.Since(c.opened).Round(time.Millisecond))
+		"distinct_labels_per_batch", fmt.Sprintf("%.1f", st.Mix.Distinct), "uniform", fmt.Sprintf("%.1f", st.Mix.Uniform), "took", time.Since(d.opened).Round(time.Millisecond))
 }

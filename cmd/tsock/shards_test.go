@@ -130,7 +130,6 @@ func TestMountServesShardsFromS3(t *testing.T) {
 // same without the flag, the file in the user's cache directory; with
 // --shard-index none, each mount indexes the shards.
 func TestMountReadsTheShardIndexFile(t *testing.T) {
-	t.Parallel() // see parallelTests
 	server, local := shardsInS3(t)
 	_, shardBytes := producertest.ShardFiles(t, local)
 	spec := "s3://data/train/shard-{000..002}.tar"

@@ -42,13 +42,13 @@ const (
 	mixedEnough = 0.9
 )
 
-func (c *mountCommand) shuffleReach(sh *source.ShardStats) *shuffleReach {
-	if c.cfg.Source == nil {
+func (d *daemon) shuffleReach(sh *source.ShardStats) *shuffleReach {
+	if d.cfg.Source == nil {
 		return nil // ingest: the outside producer's own order
 	}
-	n := c.cfg.Source.Len()
+	n := d.cfg.Source.Len()
 	switch {
-	case c.cfg.Transform != pipeline.Train:
+	case d.cfg.Transform != pipeline.Train:
 		return &shuffleReach{Kind: "none", Reach: 0, Samples: n}
 	case sh == nil || sh.Window == 0 || sh.Window >= sh.Pieces:
 		return &shuffleReach{Kind: "uniform", Reach: n, Samples: n}
@@ -90,13 +90,13 @@ func (r *shuffleReach) line() string {
 // warnShuffle says at mount what status will say: a sweep's trials learn
 // worse from batches of few classes, and the user should know before
 // days of training.
-func (c *mountCommand) warnShuffle() {
-	sh, ok := source.As[source.Sharded](c.cfg.Source)
+func (d *daemon) warnShuffle() {
+	sh, ok := source.As[source.Sharded](d.cfg.Source)
 	if !ok {
 		return
 	}
 	st := sh.Stats()
-	if r := c.shuffleReach(&st); r != nil && r.Warning != "" {
+	if r := d.shuffleReach(&st); r != nil && r.Warning != "" {
 		slog.Warn("the shuffle mixes less than a uniform one", "window_pieces", r.Window, "pieces", r.Pieces,
 			"distinct_labels_per_batch", r.Distinct, "uniform", r.Uniform, "reach_samples", r.Reach, "samples", r.Samples, "why", r.Warning)
 	}

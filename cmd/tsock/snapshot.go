@@ -84,20 +84,20 @@ type gpuConsumer struct {
 }
 
 // snapshot gathers the mount's state.
-func (c *mountCommand) snapshot() *mountSnapshot {
-	s := &mountSnapshot{store: c.store.Snapshot()}
-	s.rate, s.rateOverall = c.rate.rates(s.store.SamplesPublished)
-	s.rateHistory = c.rate.history()
+func (d *daemon) snapshot() *mountSnapshot {
+	s := &mountSnapshot{store: d.store.Snapshot()}
+	s.rate, s.rateOverall = d.rate.rates(s.store.SamplesPublished)
+	s.rateHistory = d.rate.history()
 	failure := ""
-	if c.ingest != nil {
-		st := c.ingest.Snapshot()
-		s.ingest, s.ingestNext = &st, c.ingest.Next()
+	if d.ingest != nil {
+		st := d.ingest.Snapshot()
+		s.ingest, s.ingestNext = &st, d.ingest.Next()
 		s.epoch, s.epochDone, s.epochLen, s.skipped = st.Epoch, st.Position, st.Samples, st.Skipped
 	} else {
-		ps := c.producer.Stats().Snapshot()
-		s.producer, s.decoder, failure = &ps, c.producer.Decoder(), ps.Failure
+		ps := d.producer.Stats().Snapshot()
+		s.producer, s.decoder, failure = &ps, d.producer.Decoder(), ps.Failure
 		s.epoch, s.epochDone, s.epochLen, s.skipped, s.removed, s.missing = ps.Epoch, ps.EpochDone, ps.EpochLen, ps.Skipped, ps.Removed, ps.Missing
-		if k, ok := c.producer.Kept(); ok {
+		if k, ok := d.producer.Kept(); ok {
 			s.kept = &k
 		}
 	}
@@ -105,36 +105,36 @@ func (c *mountCommand) snapshot() *mountSnapshot {
 	if s.ingest != nil && s.stateText == "producing" {
 		s.stateText = ingestWaiting(s)
 	}
-	if cc, ok := c.cfg.Source.(source.Cached); ok {
+	if cc, ok := d.cfg.Source.(source.Cached); ok {
 		cs := cc.Stats()
 		s.cache = &cs
 	}
-	if rs, ok := source.As[source.Remote](c.cfg.Source); ok && rs.Store() != nil {
+	if rs, ok := source.As[source.Remote](d.cfg.Source); ok && rs.Store() != nil {
 		st := &rs.Store().Stats
 		bytes := st.Bytes.Load()
 		s.remote = &remoteSnapshot{
 			line: rs.Remote(), endpoint: rs.Store().Endpoint(), requests: st.Requests.Load(), retries: st.Retries.Load(),
 			failures: st.Failures.Load(), throttled: st.Throttled.Load(), resumed: st.Resumed.Load(), bytes: bytes,
 			slow: st.Slow.Load(), rangesWhole: st.WholeForRange.Load(), quotaWaiting: rs.Store().Probing(),
-			rate: c.rate.remoteRate(bytes), retryFor: rs.Store().RetryFor().Seconds(),
+			rate: d.rate.remoteRate(bytes), retryFor: rs.Store().RetryFor().Seconds(),
 		}
 		if n, since, last := rs.Store().Waiting(); n > 0 {
 			s.remote.waiting, s.remote.waitedFor, s.remote.lastFault = n, time.Since(since).Seconds(), last
 		}
 	}
-	if sh, ok := source.As[source.Sharded](c.cfg.Source); ok {
+	if sh, ok := source.As[source.Sharded](d.cfg.Source); ok {
 		st := sh.Stats()
 		if st.Index == "" {
-			st.Index = c.noIndex
+			st.Index = d.noIndex
 		}
 		s.shards = &st
 	}
-	if sk, ok := source.As[source.Skipper](c.cfg.Source); ok {
+	if sk, ok := source.As[source.Skipper](d.cfg.Source); ok {
 		s.leftOut, s.leftOutSamples = sk.Skipped(), sk.LeftOut()
 	}
-	s.dataPath, s.batchInodes, s.prunesInodes = c.mounted.DataPath(), c.mounted.BatchInodes(), c.mounted.PrunesInodes()
-	if c.gpu != nil {
-		s.gpu = c.gpu.snapshot(s.store.Consumers)
+	s.dataPath, s.batchInodes, s.prunesInodes = d.mounted.DataPath(), d.mounted.BatchInodes(), d.mounted.PrunesInodes()
+	if d.gpu != nil {
+		s.gpu = d.gpu.snapshot(s.store.Consumers)
 	}
 	return s
 }

@@ -41,17 +41,17 @@ func (o *opening) status(spec string) ([]byte, error) {
 // openSource opens the source while a starting mount at the mountpoint
 // says how far it got (MOUNTPOINT/starting), then takes that mount away
 // for the real one. SIGINT/SIGTERM end it at any point (ctx).
-func (c *mountCommand) openSource(ctx context.Context) (source.Source, error) {
+func (d *daemon) openSource(ctx context.Context) (source.Source, error) {
 	o := &opening{started: time.Now(), line: "starting"}
-	starting, err := fs.MountStarting(c.mountpoint, func() ([]byte, error) { return o.status(c.source) }, c.allowOther)
+	starting, err := fs.MountStarting(d.mountpoint, func() ([]byte, error) { return o.status(d.source) }, d.allowOther)
 	if err != nil {
 		return nil, err
 	}
-	space := c.shardDisk.space(c.shardMemory, c.cfg.BatchSize)
-	c.opened = time.Now()
-	src, err := source.Open(ctx, c.source, source.Options{
-		S3: c.s3, ShardIndex: c.shardIndex, Shards: &space, Columns: c.columns,
-		Cache:    source.CacheConfig{Size: c.cacheSize, Dir: c.cacheDir},
+	space := d.shardDisk.space(d.shardMemory, d.cfg.BatchSize)
+	d.opened = time.Now()
+	src, err := source.Open(ctx, d.source, source.Options{
+		S3: d.s3, ShardIndex: d.shardIndex, Shards: &space, Columns: d.columns,
+		Cache:    source.CacheConfig{Size: d.cacheSize, Dir: d.cacheDir},
 		Progress: o.set,
 	})
 	if uerr := starting.Unmount(); uerr != nil {

@@ -16,16 +16,16 @@ import (
 )
 
 // status renders MOUNTPOINT/status: one "key: value" per line.
-func (c *mountCommand) status() ([]byte, error) { return []byte(c.statusText(c.snapshot())), nil }
+func (d *daemon) status() ([]byte, error) { return []byte(d.statusText(d.snapshot())), nil }
 
 // statusText is a snapshot for people.
-func (c *mountCommand) statusText(s *mountSnapshot) string {
+func (d *daemon) statusText(s *mountSnapshot) string {
 	snap := s.store
 	var b strings.Builder
 	if s.ingest != nil {
-		c.ingestStatus(&b, s)
+		d.ingestStatus(&b, s)
 	} else {
-		c.producerStatus(&b, s)
+		d.producerStatus(&b, s)
 	}
 	fmt.Fprintf(&b, "produced: %d batches, %d samples\n", snap.Published, snap.SamplesPublished)
 	fmt.Fprintf(&b, "produce rate: %.0f samples/s (last 10s), %.0f samples/s (overall)\n", s.rate, s.rateOverall)
@@ -41,8 +41,8 @@ func (c *mountCommand) statusText(s *mountSnapshot) string {
 	fmt.Fprintf(&b, "released but still mapped: %s\n", mapped)
 	if !snap.Unwatched.IsZero() {
 		bound := "until one joins or the mount stops (--idle-exit bounds this)"
-		if c.idleExit > 0 {
-			bound = fmt.Sprintf("until one joins, or %s without one (--idle-exit)", c.idleExit)
+		if d.idleExit > 0 {
+			bound = fmt.Sprintf("until one joins, or %s without one (--idle-exit)", d.idleExit)
 		}
 		fmt.Fprintf(&b, "unwatched: no consumer for %s; %s of batches held for the next to join, %s\n",
 			time.Since(snap.Unwatched).Round(time.Second), humanize.IBytes(uint64(snap.Used)), bound)
@@ -82,7 +82,7 @@ func (c *mountCommand) statusText(s *mountSnapshot) string {
 			}
 			b.WriteString("\n")
 		}
-		if c.cfg.Rescan {
+		if d.cfg.Rescan {
 			fmt.Fprintf(&b, "rescans added: %d samples", ps.Added)
 			if ps.LastAdded > 0 {
 				fmt.Fprintf(&b, " (last %d, before producer epoch %d, %s ago)", ps.LastAdded, ps.LastAddedEpoch, time.Since(ps.LastAddedAt).Round(time.Second))
@@ -98,7 +98,7 @@ func (c *mountCommand) statusText(s *mountSnapshot) string {
 		if sh := s.shards; sh != nil {
 			b.WriteString(shardsLine(sh))
 		}
-		if r := c.shuffleReach(s.shards); r != nil {
+		if r := d.shuffleReach(s.shards); r != nil {
 			b.WriteString(r.line())
 		}
 		if left := s.leftOut; len(left) > 0 {
@@ -119,14 +119,14 @@ func (c *mountCommand) statusText(s *mountSnapshot) string {
 }
 
 // ingestStatus is the head of status with --ingest.
-func (c *mountCommand) ingestStatus(b *strings.Builder, s *mountSnapshot) {
+func (d *daemon) ingestStatus(b *strings.Builder, s *mountSnapshot) {
 	st := s.ingest
-	fmt.Fprintf(b, "source: %s\n", c.ingestDescription())
+	fmt.Fprintf(b, "source: %s\n", d.ingestDescription())
 	epochs := "forever"
-	if c.cfg.Epochs > 0 {
-		epochs = fmt.Sprint(c.cfg.Epochs)
+	if d.cfg.Epochs > 0 {
+		epochs = fmt.Sprint(d.cfg.Epochs)
 	}
-	fmt.Fprintf(b, "batch size: %d (consumers' default)\n", c.cfg.BatchSize)
+	fmt.Fprintf(b, "batch size: %d (consumers' default)\n", d.cfg.BatchSize)
 	fmt.Fprintf(b, "epoch: %d of %s (%d samples of it published)\n", st.Epoch, epochs, st.Position)
 	fmt.Fprintf(b, "state: %s\n", s.stateText)
 	last := "never"
@@ -134,13 +134,13 @@ func (c *mountCommand) ingestStatus(b *strings.Builder, s *mountSnapshot) {
 		last = time.Since(st.LastWrite).Round(time.Second).String() + " ago"
 	}
 	fmt.Fprintf(b, "ingest: next %06d, %d refused, %d samples skipped, last write %s; %s\n",
-		s.ingestNext, st.Refused, st.Skipped, last, c.mounted.IngestPath())
+		s.ingestNext, st.Refused, st.Skipped, last, d.mounted.IngestPath())
 }
 
 // producerStatus is the head of status with the built-in pipeline.
-func (c *mountCommand) producerStatus(b *strings.Builder, s *mountSnapshot) {
+func (d *daemon) producerStatus(b *strings.Builder, s *mountSnapshot) {
 	ps := s.producer
-	cfg := c.cfg
+	cfg := d.cfg
 	fmt.Fprintf(b, "source: %s\n", printable(cfg.Source.Describe()))
 	fmt.Fprintf(b, "samples: %d\n", cfg.Source.Len())
 	fmt.Fprintf(b, "classes: %d\n", len(cfg.Source.Classes()))
@@ -180,12 +180,12 @@ func producerState(snap batchstore.Snapshot, failure string) (word, line string)
 }
 
 // state renders MOUNTPOINT/state.
-func (c *mountCommand) state() ([]byte, error) {
+func (d *daemon) state() ([]byte, error) {
 	failure := ""
-	if c.ingest == nil {
-		failure = c.producer.Stats().Snapshot().Failure
+	if d.ingest == nil {
+		failure = d.producer.Stats().Snapshot().Failure
 	}
-	word, _ := producerState(c.store.Snapshot(), failure)
+	word, _ := producerState(d.store.Snapshot(), failure)
 	return []byte(word + "\n"), nil
 }
 
@@ -278,9 +278,9 @@ func (m *rateMeter) rates(now uint64) (recent, overall float64) {
 // classes renders MOUNTPOINT/classes: the source's class names, one a
 // line, in label order (line k is label k). A name with a control
 // character (a newline would split it) is written Go-quoted.
-func (c *mountCommand) classes() ([]byte, error) {
+func (d *daemon) classes() ([]byte, error) {
 	var b strings.Builder
-	for _, name := range c.cfg.Source.Classes() {
+	for _, name := range d.cfg.Source.Classes() {
 		if strings.IndexFunc(name, unicode.IsControl) >= 0 {
 			name = strconv.Quote(name)
 		}

@@ -210,18 +210,18 @@ type gpuDoc struct {
 }
 
 // statusJSON renders MOUNTPOINT/status.json.
-func (c *mountCommand) statusJSON() ([]byte, error) {
-	return json.MarshalIndent(c.statusDoc(c.snapshot()), "", "  ")
+func (d *daemon) statusJSON() ([]byte, error) {
+	return json.MarshalIndent(d.statusDoc(d.snapshot()), "", "  ")
 }
 
 // statusDoc is a snapshot for programs.
-func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
+func (d *daemon) statusDoc(s *mountSnapshot) statusDoc {
 	snap := s.store
 	doc := statusDoc{
 		Version: statusVersion, Uptime: snap.Uptime.Seconds(), DataPath: s.dataPath,
 		State: s.state, StateText: s.stateText, Skipped: s.skipped, Missing: s.missing, LeftOut: len(s.leftOut), LeftOutSamples: s.leftOutSamples, Removed: s.removed,
 		Producer: producerDoc{
-			BatchSize: c.cfg.BatchSize, Epochs: c.cfg.Epochs, Batches: snap.Published, Samples: snap.SamplesPublished,
+			BatchSize: d.cfg.BatchSize, Epochs: d.cfg.Epochs, Batches: snap.Published, Samples: snap.SamplesPublished,
 			Rate: s.rate, RateOverall: s.rateOverall, RateHistory: s.rateHistory, Waited: snap.ProducerWait.Seconds(),
 			Epoch: s.epoch, EpochDone: s.epochDone, EpochLen: s.epochLen,
 		},
@@ -229,17 +229,17 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 		Consumers: []consumerDoc{},
 	}
 	if s.ingest != nil {
-		doc.Mode, doc.Source, doc.Producer.Unit, doc.Classes = "ingest", c.ingestDescription(), "samples", -1
+		doc.Mode, doc.Source, doc.Producer.Unit, doc.Classes = "ingest", d.ingestDescription(), "samples", -1
 	} else {
-		doc.Mode, doc.Source, doc.Producer.Unit, doc.Classes = "pipeline", c.cfg.Source.Describe(), "images", len(c.cfg.Source.Classes())
+		doc.Mode, doc.Source, doc.Producer.Unit, doc.Classes = "pipeline", d.cfg.Source.Describe(), "images", len(d.cfg.Source.Classes())
 	}
 	for k, cs := range snap.Consumers {
-		d := c.consumerDoc(cs, uint64(s.epochLen))
+		cd := d.consumerDoc(cs, uint64(s.epochLen))
 		if s.gpu != nil {
 			mem := s.gpu.memory(k)
-			d.GPUMemory = &mem
+			cd.GPUMemory = &mem
 		}
-		doc.Consumers = append(doc.Consumers, d)
+		doc.Consumers = append(doc.Consumers, cd)
 	}
 	if g := s.gpu; g != nil {
 		doc.GPU = &gpuDoc{Name: g.info.Name, UUID: g.info.UUID, Slabs: g.slabs, SlabSize: g.slabSize, InUse: g.inUse}
@@ -250,7 +250,7 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 	if k := s.kept; k != nil {
 		doc.Kept = &keptDoc{Limit: k.Limit, Used: k.Used, Samples: k.Samples, Served: k.Served, Refused: k.Refused}
 	}
-	doc.Shuffle = c.shuffleReach(s.shards)
+	doc.Shuffle = d.shuffleReach(s.shards)
 	if sh := s.shards; sh != nil {
 		doc.Shards = &shardsDoc{Memory: sh.Memory, Alone: sh.Alone, Disk: sh.Disk, DiskDir: sh.DiskDir, DiskUsed: sh.DiskMapped, Pieces: sh.Pieces, PieceBytes: sh.PieceBytes, Held: sh.Held, HeldBytes: sh.HeldBytes, Reading: sh.Reading, Reads: sh.Reads,
 			ReadBytes: sh.ReadBytes, LastEpochReads: sh.LastEpochReads, LastEpochReadBytes: sh.LastEpochReadBytes, Carried: sh.Carried, Wasted: sh.Wasted, Index: sh.Index, Labels: sh.Labels}
@@ -265,24 +265,24 @@ func (c *mountCommand) statusDoc(s *mountSnapshot) statusDoc {
 
 // consumerDoc is one consumer's part of status.json; epochLen is the
 // samples in an epoch, 0 if unknown.
-func (c *mountCommand) consumerDoc(cs batchstore.ConsumerSnapshot, epochLen uint64) consumerDoc {
+func (d *daemon) consumerDoc(cs batchstore.ConsumerSnapshot, epochLen uint64) consumerDoc {
 	if cs.SubsetLen > 0 {
 		epochLen = uint64(cs.SubsetLen) // its epochs are its subset's
 	}
-	d := consumerDoc{
-		Name: cs.Name, State: cs.State(), Subset: cs.Subset, SubsetSize: int(epochLen), NextSubset: cs.NextSubset, NextFrom: cs.NextFrom, Epoch: cs.Epoch, Epochs: c.cfg.Epochs, EpochLen: epochLen,
+	doc := consumerDoc{
+		Name: cs.Name, State: cs.State(), Subset: cs.Subset, SubsetSize: int(epochLen), NextSubset: cs.NextSubset, NextFrom: cs.NextFrom, Epoch: cs.Epoch, Epochs: d.cfg.Epochs, EpochLen: epochLen,
 		BatchSize: cs.BatchSize, ShortBatches: cs.ShortBatches, Position: cs.Position, Lag: cs.Lag, LagBytes: cs.LagBytes,
 		BatchesRead: cs.BatchesRead, SamplesRead: cs.SamplesRead, BytesRead: cs.BytesRead, OpenBatches: cs.OpenBatches,
 		Waited: cs.WaitTotal.Seconds(), Age: cs.Age.Seconds(), Evicted: cs.Evicted, Deadlock: cs.Deadlock,
 	}
 	if cs.Age > 0 {
-		d.WaitShare = min(cs.WaitTotal.Seconds()/cs.Age.Seconds(), 1)
+		doc.WaitShare = min(cs.WaitTotal.Seconds()/cs.Age.Seconds(), 1)
 	}
-	d.EpochDone = cs.EpochSamples
+	doc.EpochDone = cs.EpochSamples
 	if cs.Done && epochLen > 0 {
-		d.EpochDone = epochLen // skipped samples leave its last epoch short
+		doc.EpochDone = epochLen // skipped samples leave its last epoch short
 	}
-	return d
+	return doc
 }
 
 // history is the rate in each second of the last minute, oldest first.

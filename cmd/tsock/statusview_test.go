@@ -23,7 +23,7 @@ import (
 // statusMount is a mount whose consumer trial-1 read both epochs and
 // whose consumer idle-trial joined after and reads nothing, so that the
 // producer waits for it.
-func statusMount(t *testing.T) (d *daemon, buffer int64) {
+func statusMount(t *testing.T) (d *mountProc, buffer int64) {
 	t.Helper()
 	src := producertest.Folder(t, 45, 4)
 	buffer = 3 * (batchfile.DataStart + 8*(16+3*32*32))

@@ -220,7 +220,7 @@ func TestSubsetsSurviveAKillAndChangeMidRun(t *testing.T) {
 
 // readInProcess reads consumer name's batches from this process, in
 // order, to the end, calling after with each batch number read.
-func readInProcess(t *testing.T, d *daemon, name string, after func(j uint64)) []*batchfile.Batch {
+func readInProcess(t *testing.T, d *mountProc, name string, after func(j uint64)) []*batchfile.Batch {
 	t.Helper()
 	var got []*batchfile.Batch
 	for j := uint64(0); ; j++ {
