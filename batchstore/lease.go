@@ -2,8 +2,9 @@ package batchstore
 
 import (
 	"fmt"
-	"github.com/tsock/tsock/batchstore/internal/plan"
 	"time"
+
+	"github.com/tsock/tsock/batchstore/internal/plan"
 )
 
 // Lease is one open handle on one consumer's batch. The producer batches it

@@ -1,9 +1,9 @@
 package batchstore
 
 import (
-	"fmt"
-	"github.com/tsock/tsock/batchstore/internal/plan"
 	"sort"
+
+	"github.com/tsock/tsock/batchstore/internal/plan"
 )
 
 // A consumer is undecided from its join until it sets a subset or reads:
@@ -198,15 +198,10 @@ func (bf *buffer) capacity() int64 {
 	return 0
 }
 
-// spans estimates how many producer batches a batch of size samples of
-// sub spans in a stream of wanted samples: they are held together until
-// it is read. Two more for where its samples fall.
+// spans is plan.Spans of a batch of size samples of sub (nil:
+// everything) in a stream of wanted samples. Callers hold Store.mu.
 func (dm *demand) spans(size int, sub *Subset, wanted int) int64 {
-	s := dm.s
-	if sub == nil || sub.Len() == 0 {
-		return int64(size)/int64(max(s.cfg.BatchSize, 1)) + 2
-	}
-	return int64(size)*int64(max(wanted, 1))/int64(sub.Len())/int64(max(s.cfg.BatchSize, 1)) + 2
+	return plan.Spans(size, sub.Len(), wanted, dm.s.cfg.BatchSize)
 }
 
 // firstBatchFits: c's first batch, counted through what is held from its
@@ -255,7 +250,7 @@ func (dm *demand) sizeOf(sub *Subset) int {
 // combinedNeed refuses to let c read sub when a batch of some decided
 // consumer (c included) would then span more producer batches than the
 // buffer holds: what all of them want together is what the producer
-// makes. callers hold Store.mu.
+// makes (plan.Admit decides). callers hold Store.mu.
 func (dm *demand) combinedNeed(c *consumer, sub *Subset) error {
 	s := dm.s
 	capacity := s.buf.capacity()
@@ -267,19 +262,13 @@ func (dm *demand) combinedNeed(c *consumer, sub *Subset) error {
 	if some {
 		all = union(others, sub)
 	}
-	wanted := dm.sizeOf(all)
-	if n := dm.spans(c.batchSize, sub, wanted); sub != nil && n > capacity {
-		return fmt.Errorf("%d samples of the %d wanted: a batch of %d of them spans about %d producer batches, and the buffer holds %d (raise the buffer size, lower batch_size or widen the subset)",
-			dm.sizeOf(sub), wanted, c.batchSize, n, capacity)
-	}
+	var holding []plan.Want
 	for _, o := range s.ros.consumers {
-		if o == c || o.subset == nil || !dm.holdsBack(o) {
-			continue
-		}
-		if n := dm.spans(o.batchSize, o.subset, wanted); n > capacity {
-			return fmt.Errorf("%d samples wanted with it: a batch of %d of %s's %d would span about %d producer batches, and the buffer holds %d (raise the buffer size, or narrow this one's subset)",
-				wanted, o.batchSize, o.name, o.subset.Len(), n, capacity)
+		if o != c && o.subset != nil && dm.holdsBack(o) {
+			holding = append(holding, plan.Want{Name: o.name, BatchSize: o.batchSize, Subset: true, SubsetLen: o.subset.Len()})
 		}
 	}
-	return nil
+	sort.Slice(holding, func(a, b int) bool { return holding[a].Name < holding[b].Name }) // the same refusal whatever the map's order
+	joiner := plan.Want{Name: c.name, BatchSize: c.batchSize, Subset: sub != nil, SubsetLen: sub.Len()}
+	return plan.Admit(joiner, dm.sizeOf(all), holding, capacity, s.cfg.BatchSize)
 }

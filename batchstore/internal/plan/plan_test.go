@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -260,5 +261,40 @@ func TestNeeds(t *testing.T) {
 	p.Active = false
 	if Needs(s, r, p, 0, 5, 10) {
 		t.Error("an inactive consumer needs a batch")
+	}
+}
+
+// TestAdmit: a subset is refused when its own batch, or another decided
+// consumer's, would span more producer batches than the buffer holds
+// under what all want together; admitted otherwise, and always while the
+// buffer's capacity is not known.
+func TestAdmit(t *testing.T) {
+	// 1000 wanted samples in producer batches of 10, a buffer of 12.
+	small := Want{Name: "a", BatchSize: 10, Subset: true, SubsetLen: 10} // a batch spans 10*1000/10/10+2 = 102
+	wide := Want{Name: "b", BatchSize: 10, Subset: true, SubsetLen: 500} // 10*1000/500/10+2 = 4
+	all := Want{Name: "c", BatchSize: 10}                                // 10/10+2 = 3
+	for _, tc := range []struct {
+		name   string
+		joiner Want
+		others []Want
+		cap    int64
+		refuse string
+	}{
+		{"a wide subset", wide, nil, 12, ""},
+		{"a sparse subset", small, nil, 12, "spans about 102 producer batches, and the buffer holds 12"},
+		{"everything, beside a wide subset", all, []Want{wide}, 12, ""},
+		{"everything, beside a sparse one", all, []Want{small}, 12, "a's 10 would span about 102"},
+		{"capacity not known yet", small, nil, 0, ""},
+	} {
+		err := Admit(tc.joiner, 1000, tc.others, tc.cap, 10)
+		switch {
+		case tc.refuse == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.refuse != "" && (err == nil || !strings.Contains(err.Error(), tc.refuse)):
+			t.Errorf("%s: %v, want a refusal saying %q", tc.name, err, tc.refuse)
+		}
+	}
+	if got := Spans(10, 0, 1000, 10); got != 3 {
+		t.Errorf("Spans of a batch of everything: %d, want its own 1 and 2", got)
 	}
 }
