@@ -3,6 +3,7 @@ package batchstore
 import (
 	"context"
 	"fmt"
+	"iter"
 	"sort"
 	"time"
 )
@@ -279,6 +280,68 @@ func (bf *buffer) nextHeld(x, limit uint64) uint64 {
 	return next
 }
 
+// batch is held batch seq, nil if it is not held.
+func (bf *buffer) batch(seq uint64) *batch { return bf.held[seq] }
+
+// batches are the held batches, in no order.
+func (bf *buffer) batches() iter.Seq[*batch] {
+	return func(yield func(*batch) bool) {
+		for _, b := range bf.held {
+			if !yield(b) {
+				return
+			}
+		}
+	}
+}
+
+// tail is the held batches from the newest published back to the first
+// not held, newest first.
+func (bf *buffer) tail() []*batch {
+	var t []*batch
+	for seq := bf.nextSeq; seq > 0; seq-- {
+		b := bf.held[seq-1]
+		if b == nil {
+			break
+		}
+		t = append(t, b)
+	}
+	return t
+}
+
+// lingeringBytes is the memory of freed batches readers still map, as
+// last read.
+func (bf *buffer) lingeringBytes() int64 { return bf.lingering }
+
+// lastPublish is when a batch was last published.
+func (bf *buffer) lastPublish() time.Time { return bf.stats.lastPublish }
+
+// oldest is the oldest batch still held, nil if none.
+func (bf *buffer) oldest() *batch { return bf.held[bf.oldestHeld()] }
+
+// waitsForReaders says whether the producer waits for room that only
+// consumers' reading can make: it waits, not for mappings to go, and the
+// room it waits for has not come since (its wait flag lasts until it runs
+// again).
+func (bf *buffer) waitsForReaders() bool {
+	return bf.stats.producerWaiting && !bf.stats.lingerBlocked && !bf.fits(bf.stats.waitingFor)
+}
+
+// waitsForUnmaps says whether the producer waits for readers to unmap
+// batches already read (the room it waits for has not come since).
+func (bf *buffer) waitsForUnmaps() bool {
+	return bf.stats.lingerBlocked && !bf.fits(bf.stats.waitingFor)
+}
+
+// full says whether the producer waits for room now, and whether for
+// mappings of batches read to go (lingering memory).
+func (bf *buffer) full() (waiting, onMappings bool) {
+	return bf.stats.producerWaiting, bf.stats.lingerBlocked
+}
+
+// setIdle says whether the producer idles: every consumer has what it
+// needs.
+func (bf *buffer) setIdle(idle bool) { bf.stats.producerIdle = idle }
+
 // oldestHeld is the lowest sequence number still in memory, or nextSeq.
 func (bf *buffer) oldestHeld() uint64 {
 	oldest := bf.nextSeq
@@ -304,7 +367,7 @@ func (bf *buffer) heldSeqs() []uint64 {
 // read it, someone did, and no lease is open on it. callers hold Store.mu.
 func (bf *buffer) maybeFree(b *batch) {
 	s := bf.s
-	if b.leases > 0 || !b.passed || bf.neededByAnyone(b) {
+	if b.leases > 0 || !b.passed || s.ros.anyNeeds(b) {
 		return
 	}
 	if _, ok := bf.held[b.seq]; !ok {
@@ -329,17 +392,6 @@ func (bf *buffer) freeWhatWeCan() {
 	for _, b := range bf.held {
 		bf.maybeFree(b)
 	}
-}
-
-// neededByAnyone: some active consumer has samples of b still to read.
-func (bf *buffer) neededByAnyone(b *batch) bool {
-	s := bf.s
-	for _, c := range s.ros.consumers {
-		if s.ros.needs(c, b) {
-			return true
-		}
-	}
-	return false
 }
 
 // batchAt finds the held batch holding sample x, or nil.

@@ -275,7 +275,7 @@ func (ro *roster) dropPending(c *consumer) {
 	s := ro.s
 	delete(ro.splits, c.id)
 	ro.noteWatchers()
-	for _, b := range s.buf.held {
+	for b := range s.buf.batches() {
 		for caller, k := range b.lookups {
 			if k.c == c {
 				delete(b.lookups, caller)

@@ -106,12 +106,12 @@ func (dm *demand) endEpoch(e int) {
 	if m.outputSoFar == 0 && len(m.drops) == 0 && s.failure == nil {
 		s.failure = fmt.Errorf("producer epoch %d ended with none: %w", e, ErrNoSamples)
 	}
-	m.end, m.ended = s.buf.samples, true
+	m.end, m.ended = s.Published(), true
 	if !m.started {
-		m.start, m.started = s.buf.samples, true
+		m.start, m.started = s.Published(), true
 	}
 	next := dm.mark(e + 1)
-	next.start, next.started = s.buf.samples, true
+	next.start, next.started = s.Published(), true
 }
 
 // mark returns epoch e's mark, creating it. callers hold Store.mu.
@@ -124,6 +124,10 @@ func (dm *demand) mark(e int) *epochMark {
 	}
 	return m
 }
+
+// lastOrdered is the latest producer epoch whose order is fixed, -1
+// before any. Callers hold Store.mu.
+func (dm *demand) lastOrdered() int { return dm.ordered }
 
 // newest is the newest producer epoch that has a mark. Callers hold
 // Store.mu.
@@ -142,10 +146,10 @@ func (dm *demand) newest() int {
 func (dm *demand) pruneEpochs() {
 	s := dm.s
 	keep := max(dm.ordered, dm.newest()) - 1
-	for _, b := range s.buf.held {
+	for b := range s.buf.batches() {
 		keep = min(keep, b.info.Epoch)
 	}
-	for _, c := range s.ros.consumers {
+	for c := range s.ros.all() {
 		if !c.active() {
 			continue
 		}
@@ -185,9 +189,9 @@ func (s *Store) WaitNeed(ctx context.Context, e, pos int) error {
 		case s.closed:
 			return ErrClosed
 		}
-		s.buf.stats.producerIdle = true
+		s.buf.setIdle(true)
 		err := s.wait(ctx)
-		s.buf.stats.producerIdle = false
+		s.buf.setIdle(false)
 		if err != nil {
 			return err
 		}
@@ -231,7 +235,7 @@ func (dm *demand) needBound(e, epochLen int) int {
 		return epochLen
 	}
 	bound := 0
-	for _, c := range s.ros.consumers {
+	for c := range s.ros.all() {
 		if !c.active() {
 			continue
 		}

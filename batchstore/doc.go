@@ -35,8 +35,10 @@
 //   - evictor (evict.go): the rules that evict a consumer or fail its
 //     waits when it cannot progress.
 //
-// A part reaches another only through the Store it points back to
-// (s.buf, s.ros, s.dem, s.ev), never by its own lock: there is none.
+// A part asks another through its methods (s.buf.oldest(), s.ros.all()),
+// never by reading or writing its fields (TestNoPartReachesAnothersFields
+// reads the source for it), and never by a lock of its own: there is
+// none. Only the Store's own methods, the shell, read every part.
 
 // Invariants, all kept under Store.mu:
 //

@@ -76,7 +76,7 @@ func (ev *evictor) evictStale(now time.Time, e Eviction) []string {
 	defer s.mu.Unlock()
 	ck := ev.evictionCheck(now, e)
 	var evicted []string
-	for name, c := range s.ros.consumers {
+	for c := range s.ros.all() {
 		if !c.active() {
 			continue
 		}
@@ -88,7 +88,7 @@ func (ev *evictor) evictStale(now time.Time, e Eviction) []string {
 		switch why := evictionFor(c, ck, dl); {
 		case why != "":
 			ev.evict(c, why)
-			evicted = append(evicted, name)
+			evicted = append(evicted, c.name)
 		case dl != "" && c.deadlock == "":
 			c.deadlock, c.deadlockMapped = dl, mapped
 			s.broadcast() // its waits end with ErrDeadlock
@@ -115,9 +115,10 @@ type evictionCheck struct {
 // evictionCheck takes the store's side of one check. callers hold Store.mu.
 func (ev *evictor) evictionCheck(now time.Time, e Eviction) *evictionCheck {
 	s := ev.s
-	ck := &evictionCheck{Eviction: e, now: now, oldest: s.buf.held[s.buf.oldestHeld()], full: s.buf.stats.producerWaiting}
+	full, onMappings := s.buf.full()
+	ck := &evictionCheck{Eviction: e, now: now, oldest: s.buf.oldest(), full: full}
 	active := 0
-	for _, c := range s.ros.consumers {
+	for c := range s.ros.all() {
 		if c.active() {
 			active++
 			if c.waiting > 0 {
@@ -125,7 +126,7 @@ func (ev *evictor) evictionCheck(now time.Time, e Eviction) *evictionCheck {
 			}
 		}
 	}
-	ck.mappedOut = ck.full && s.buf.stats.lingerBlocked && ck.waiters == active
+	ck.mappedOut = ck.full && onMappings && ck.waiters == active
 	return ck
 }
 
@@ -163,7 +164,7 @@ func (ev *evictor) deadlockOf(c *consumer, ck *evictionCheck) (reason string, ma
 		// (a sparse subset in a small buffer).
 		return "its next batch spans more producer batches than the buffer can hold beside what other consumers still need: raise the buffer size, lower its batch_size, or widen its subset", false
 	case ck.over(c.mappedOut):
-		return fmt.Sprintf("the buffer is taken by %s of batches already read but still mapped (a mapping outlives its file's close): drop arrays of old batches before reading on", humanize.IBytes(uint64(s.buf.lingering))), true
+		return fmt.Sprintf("the buffer is taken by %s of batches already read but still mapped (a mapping outlives its file's close): drop arrays of old batches before reading on", humanize.IBytes(uint64(s.buf.lingeringBytes()))), true
 	}
 	return "", false
 }
@@ -190,7 +191,7 @@ func evictionFor(c *consumer, ck *evictionCheck, deadlock string) string {
 // s.mu.
 func (ev *evictor) endMappedDeadlocks() {
 	s := ev.s
-	for _, c := range s.ros.consumers {
+	for c := range s.ros.all() {
 		if c.deadlockMapped {
 			c.deadlock, c.deadlockMapped = "", false
 		}
@@ -217,7 +218,7 @@ func since(start time.Time, holds bool, now, notBefore time.Time) time.Time {
 func (ev *evictor) lagOf(c *consumer) int {
 	s := ev.s
 	n := 0
-	for _, b := range s.buf.held {
+	for b := range s.buf.batches() {
 		if s.ros.needs(c, b) {
 			n++
 		}

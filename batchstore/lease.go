@@ -2,6 +2,7 @@ package batchstore
 
 import (
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/tsock/tsock/batchstore/internal/plan"
@@ -217,7 +218,7 @@ func (ro *roster) consume(c *consumer, j uint64) {
 		s.dem.wantsChanged()
 	}
 	mark := ro.lowSample(c)
-	for _, b := range s.buf.held {
+	for b := range s.buf.batches() {
 		if b.end() <= mark {
 			b.passed = true
 		}
@@ -235,6 +236,34 @@ func (ro *roster) needs(c *consumer, b *batch) bool {
 	p := ro.progress(c)
 	p.PastTheEnd = ro.pastTheEnd(c, c.low)
 	return plan.Needs(ro.s, c.reader(), p, b.info.Epoch, b.first, b.end())
+}
+
+// all are the consumers, in no order.
+func (ro *roster) all() iter.Seq[*consumer] {
+	return func(yield func(*consumer) bool) {
+		for _, c := range ro.consumers {
+			if !yield(c) {
+				return
+			}
+		}
+	}
+}
+
+// splitOf is c's split, nil if it has none.
+func (ro *roster) splitOf(c *consumer) *split { return ro.splits[c.id] }
+
+// dropSplit forgets c's split.
+func (ro *roster) dropSplit(c *consumer) { delete(ro.splits, c.id) }
+
+// anyNeeds says whether some active consumer has samples of b still to
+// read. Callers hold Store.mu.
+func (ro *roster) anyNeeds(b *batch) bool {
+	for _, c := range ro.consumers {
+		if ro.needs(c, b) {
+			return true
+		}
+	}
+	return false
 }
 
 // lowSample is the first sample c may still read. Callers hold Store.mu.

@@ -80,10 +80,10 @@ func (ro *roster) stuck(c *consumer, local uint64) bool {
 	s := ro.s
 	// The producer's wait flag lasts until it runs again: the room it
 	// waits for may have come already.
-	if !s.buf.stats.producerWaiting || s.buf.stats.lingerBlocked || s.buf.fits(s.buf.stats.waitingFor) || local != c.batches.computed() {
+	if !s.buf.waitsForReaders() || local != c.batches.computed() {
 		return false
 	}
-	b := s.buf.held[s.buf.oldestHeld()]
+	b := s.buf.oldest()
 	return b != nil && ro.needs(c, b)
 }
 
@@ -152,7 +152,7 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 		if s.finished {
 			return Ref{}, fmt.Errorf("lookup %s/%d: the producer has stopped: %w", name, local, ErrNotFound)
 		}
-		if c.deadlockMapped && (!s.buf.stats.lingerBlocked || s.buf.fits(s.buf.stats.waitingFor)) {
+		if c.deadlockMapped && !s.buf.waitsForUnmaps() {
 			s.ev.endMappedDeadlocks()
 			s.broadcast() // the producer may go on now
 		}
@@ -205,7 +205,7 @@ func (ro *roster) ref(c *consumer, j uint64, cb plan.Batch) (Ref, error) {
 		return Ref{}, err
 	}
 	if len(ref.Pieces) == 1 {
-		p, b := ref.Pieces[0], s.buf.held[ref.Pieces[0].Seq]
+		p, b := ref.Pieces[0], s.buf.batch(ref.Pieces[0].Seq)
 		if p.From == 0 && p.To == b.info.Samples && b.info.Epoch == cb.Epoch && b.info.Index == cb.Index {
 			ref.Direct, ref.Seq, ref.Size = true, b.seq, b.blob.Size()
 			return ref, nil

@@ -7,7 +7,7 @@ import "github.com/tsock/tsock/batchstore/internal/plan"
 // and the decision applied. callers hold Store.mu.
 
 // place places c. callers hold Store.mu.
-func (ro *roster) place(c *consumer) { ro.apply(c, plan.Place(ro.joining())) }
+func (ro *roster) place(c *consumer) { ro.apply(c, plan.Place(ro.s.joining())) }
 
 // apply places c where p says. callers hold Store.mu.
 func (ro *roster) apply(c *consumer, p plan.Placement) {
@@ -19,22 +19,15 @@ func (ro *roster) apply(c *consumer, p plan.Placement) {
 	}
 }
 
-// joining is the stream as a joiner's placement reads it. callers hold
-// Store.mu.
-func (ro *roster) joining() plan.Joining {
-	s := ro.s
-	j := plan.Joining{Unordered: s.cfg.Unordered, JoinAtEpoch: s.cfg.JoinAtEpoch, Ordered: s.dem.ordered,
-		Mark: s.dem.markView, Published: s.buf.samples}
-	j.Newest = s.dem.newest()
-	for seq := s.buf.nextSeq; seq > 0; seq-- {
-		b := s.buf.held[seq-1]
-		if b == nil {
-			break
-		}
+// joining is the stream as a joiner's placement reads it: a view the
+// store builds over its parts. callers hold Store.mu.
+func (s *Store) joining() plan.Joining {
+	j := plan.Joining{Unordered: s.cfg.Unordered, JoinAtEpoch: s.cfg.JoinAtEpoch, Ordered: s.dem.lastOrdered(),
+		Mark: s.dem.markView, Published: s.Published(), Newest: s.dem.newest()}
+	for _, b := range s.buf.tail() {
 		j.Tail = append(j.Tail, plan.Held{Epoch: b.info.Epoch, First: b.first, FirstPos: b.info.FirstPos})
 	}
-	if seqs := s.buf.heldSeqs(); len(seqs) > 0 {
-		b := s.buf.held[seqs[0]]
+	if b := s.buf.oldest(); b != nil {
 		j.Oldest, j.HasOldest = plan.Held{Epoch: b.info.Epoch, First: b.first, FirstPos: b.info.FirstPos}, true
 	}
 	return j

@@ -89,7 +89,7 @@ func (dm *demand) wantedBy(in func(*consumer) bool) (*Subset, bool) {
 	s := dm.s
 	u := &Subset{form: "none"}
 	some := false
-	for _, c := range s.ros.consumers {
+	for c := range s.ros.all() {
 		if !dm.holdsBack(c) {
 			continue
 		}
@@ -116,21 +116,21 @@ func (dm *demand) settle(c *consumer) {
 	// before: they are not where it starts now.
 	c.batches = batchList{}
 	dm.wantsChanged()
-	delete(s.ros.splits, c.id)
+	s.ros.dropSplit(c)
 	s.ros.place(c)
 	if dm.readable(c) {
 		dm.passBefore(c)
 		return
 	}
-	delete(s.ros.splits, c.id)
+	s.ros.dropSplit(c)
 	if e, ok := dm.head(); ok && !s.cfg.JoinAtEpoch && !s.cfg.Unordered {
 		m, _ := dm.markView(e)
-		s.ros.apply(c, plan.SplitAt(e, m, s.buf.samples))
+		s.ros.apply(c, plan.SplitAt(e, m, s.Published()))
 		if dm.readable(c) {
 			dm.passBefore(c)
 			return
 		}
-		delete(s.ros.splits, c.id)
+		s.ros.dropSplit(c)
 	}
 	s.ros.apply(c, plan.Aligned(dm.markView, dm.ordered+1))
 	dm.passBefore(c)
@@ -155,7 +155,7 @@ func (dm *demand) readable(c *consumer) bool {
 	s := dm.s
 	from := 0
 	if c.splitID != 0 {
-		if sp := s.ros.splits[c.id]; sp != nil {
+		if sp := s.ros.splitOf(c); sp != nil {
 			from = sp.pos
 		}
 	}
@@ -180,7 +180,7 @@ func (dm *demand) readable(c *consumer) bool {
 // first joiner may go. callers hold Store.mu.
 func (dm *demand) passBefore(c *consumer) {
 	s := dm.s
-	for _, b := range s.buf.held {
+	for b := range s.buf.batches() {
 		if (c.startKnown && b.end() <= c.start) || (!c.startKnown && b.info.Epoch < c.joinEpoch) {
 			b.passed = true
 		}
@@ -216,7 +216,7 @@ func (dm *demand) firstBatchFits(c *consumer) bool {
 	found, walked := 0, int64(0)
 	if c.startKnown {
 		for _, seq := range s.buf.heldSeqs() {
-			b := s.buf.held[seq]
+			b := s.buf.batch(seq)
 			if b.end() <= c.start || len(b.info.Indices) != b.info.Samples {
 				continue
 			}
@@ -263,7 +263,7 @@ func (dm *demand) combinedNeed(c *consumer, sub *Subset) error {
 		all = union(others, sub)
 	}
 	var holding []plan.Want
-	for _, o := range s.ros.consumers {
+	for o := range s.ros.all() {
 		if o != c && o.subset != nil && dm.holdsBack(o) {
 			holding = append(holding, plan.Want{Name: o.name, BatchSize: o.batchSize, Subset: true, SubsetLen: o.subset.Len()})
 		}

@@ -100,7 +100,7 @@ func (s *Store) Snapshot() Snapshot {
 	if s.buf.stats.lastFreeError != nil {
 		snap.LastFreeError = s.buf.stats.lastFreeError.Error()
 	}
-	for _, c := range s.ros.consumers {
+	for c := range s.ros.all() {
 		snap.Consumers = append(snap.Consumers, s.ros.consumerSnapshot(c))
 	}
 	sort.Slice(snap.Consumers, func(i, j int) bool { return snap.Consumers[i].Name < snap.Consumers[j].Name })
@@ -121,7 +121,7 @@ func (s *Store) ConsumerSnapshot(name string) (ConsumerSnapshot, error) {
 func (ro *roster) consumerSnapshot(c *consumer) ConsumerSnapshot {
 	s := ro.s
 	cs := ConsumerSnapshot{
-		Name: c.name, LastPublished: s.buf.stats.lastPublish, JoinedEpoch: c.joinEpoch, JoinedPos: c.joinPos, Stitched: c.splitID != 0,
+		Name: c.name, LastPublished: s.buf.lastPublish(), JoinedEpoch: c.joinEpoch, JoinedPos: c.joinPos, Stitched: c.splitID != 0,
 		BatchSize: c.batchSize, ShortBatches: c.shortBatches, Position: c.low, Epoch: c.lastEpoch, EpochSamples: c.epochSamples,
 		BatchesRead: c.batchesRead, SamplesRead: c.samplesRead, BytesRead: c.bytesRead,
 		OpenBatches: len(c.handles), Waiting: c.waiting > 0, WaitTotal: c.waitTotal,
@@ -144,7 +144,7 @@ func (ro *roster) consumerSnapshot(c *consumer) ConsumerSnapshot {
 	if cs.LastPublished.IsZero() {
 		cs.LastPublished = s.start
 	}
-	for _, b := range s.buf.held {
+	for b := range s.buf.batches() {
 		if ro.needs(c, b) {
 			cs.Lag++
 			cs.LagBytes += b.blob.Size()

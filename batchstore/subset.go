@@ -179,11 +179,11 @@ func (ro *roster) setNext(c *consumer, sub *Subset) {
 	// replaced where it stands: a newer subset never pushes a change
 	// later than the one it replaces (rewritten every 40 ms, one that
 	// moved on at each write never applied). One that is bound stays.
-	if n := len(c.pending); n > 0 && firstProducerEpoch(c, c.pending[n-1].from) > s.dem.ordered {
+	if n := len(c.pending); n > 0 && firstProducerEpoch(c, c.pending[n-1].from) > s.dem.lastOrdered() {
 		c.pending[n-1].sub = sub
 		return
 	}
-	for firstProducerEpoch(c, k) <= s.dem.ordered {
+	for firstProducerEpoch(c, k) <= s.dem.lastOrdered() {
 		k++
 	}
 	c.pending = append(c.pending, subsetChange{from: k, sub: sub})
