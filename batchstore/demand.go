@@ -3,6 +3,8 @@ package batchstore
 import (
 	"context"
 	"fmt"
+
+	"github.com/tsock/tsock/batchstore/internal/plan"
 )
 
 // demand is the producer epochs' orders and what the decided consumers
@@ -227,37 +229,17 @@ func (s *Store) NeedUpTo(ctx context.Context, e, from, epochLen int) (int, error
 }
 
 // needBound is the first position of epoch e (of epochLen) that no
-// consumer needs now: needed is true below it and false from it on.
-// Callers hold Store.mu.
+// consumer needs now (plan.NeedBound decides). Callers hold Store.mu.
 func (dm *demand) needBound(e, epochLen int) int {
 	s := dm.s
-	if s.cfg.Epochs == 0 || e < s.cfg.Epochs {
-		return epochLen
-	}
-	bound := 0
-	for c := range s.ros.all() {
-		if !c.active() {
-			continue
-		}
-		// Its last epoch: producer epoch joinEpoch+Epochs-1, or, after a
-		// stitched first epoch, the one after; a stitched first epoch
-		// that is its only one ends at its split in joinEpoch+1.
-		last := c.joinEpoch + s.cfg.Epochs
-		partial := c.splitID != 0 && s.cfg.Epochs == 1
-		if c.splitID != 0 && !partial {
-			last++
-		}
-		switch {
-		case e < last:
-			return epochLen
-		case e == last && partial:
-			bpos, ordered := dm.epochs[e].boundaryOf(c.splitID)
-			if !ordered {
-				return epochLen
+	readers := func(yield func(plan.Joined) bool) {
+		for c := range s.ros.all() {
+			if c.active() && !yield(plan.Joined{JoinEpoch: c.joinEpoch, Split: c.splitID}) {
+				return
 			}
-			b := s.cfg.BatchSize
-			bound = max(bound, (bpos+b-1)/b*b)
 		}
 	}
-	return bound
+	return plan.NeedBound(e, epochLen, s.cfg.Epochs, s.cfg.BatchSize, readers, func(e, split int) (int, bool) {
+		return dm.epochs[e].boundaryOf(split)
+	})
 }

@@ -2,8 +2,9 @@
 // pure functions of a view of its state, with no mutex, no goroutine
 // and no clock. What consumer c's batch j holds (Next, EpochEnd), where
 // a joining consumer starts (Place), whether a consumer still needs a
-// producer batch, which is what may be freed (Needs), and whether a
-// subset is admitted beside what the others want (Admit) are decided here;
+// producer batch, which is what may be freed (Needs), what the producer
+// makes next (NeedBound), and whether a subset is admitted beside what
+// the others want (Admit) are decided here;
 // batchstore's Store is the shell around it: it holds the lock, builds
 // the view (Stream, Joining, Reader) over its state for one call, applies
 // what is decided (a batch computed, a placement, a free), and does the

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -296,5 +297,32 @@ func TestAdmit(t *testing.T) {
 	}
 	if got := Spans(10, 0, 1000, 10); got != 3 {
 		t.Errorf("Spans of a batch of everything: %d, want its own 1 and 2", got)
+	}
+}
+
+// TestNeedBound: before the consumers' last epoch every position is
+// needed; past it, only a late joiner's; a stitched first epoch that is a
+// consumer's only one is needed up to its split, rounded up to the
+// producer's batch.
+func TestNeedBound(t *testing.T) {
+	readers := func(js ...Joined) iter.Seq[Joined] { return slices.Values(js) }
+	boundary := func(e, split int) (int, bool) { return 13, true }
+	for _, tc := range []struct {
+		name    string
+		e       int
+		epochs  int
+		readers iter.Seq[Joined]
+		want    int
+	}{
+		{"forever", 7, 0, readers(), 100},
+		{"within the epochs", 1, 2, readers(), 100},
+		{"past them, nobody", 2, 2, readers(Joined{JoinEpoch: 0}), 0},
+		{"past them, a late joiner", 2, 2, readers(Joined{JoinEpoch: 1}), 100},
+		{"a split's epoch after its stitched one", 3, 2, readers(Joined{JoinEpoch: 1, Split: 5}), 100},
+		{"a split's only epoch, up to its split", 2, 1, readers(Joined{JoinEpoch: 1, Split: 5}), 16},
+	} {
+		if got := NeedBound(tc.e, 100, tc.epochs, 8, tc.readers, boundary); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }
