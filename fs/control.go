@@ -135,14 +135,24 @@ func (f *subsetFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle,
 	return &subsetHandle{apply: f.set, limit: limit, inFlight: &f.fs.subsetBytes}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-// subsetHandle gathers a subset as it is written.
+// subsetHandle gathers a subset as it is written. The kernel may split
+// one write(2) into several requests (a buffer that is not page-aligned
+// spans one page more than a request holds) and send them at once, so
+// that they reach the daemon in any order: a piece past what is gathered
+// waits in ahead until the bytes before it come (a list written with a
+// hole is refused at its close, EINVAL). Before, such a piece was refused
+// (EINVAL), and a list written in 1 MiB writes failed now and then under
+// load.
 type subsetHandle struct {
 	mu       sync.Mutex
 	apply    func(value []byte) error
 	limit    int64         // the most this list may take
 	inFlight *atomic.Int64 // what every list being written holds
 	buf      []byte
-	dirty    bool // written since last applied
+	ahead    map[int64][]byte // pieces past buf, by offset
+	aheadLen int64            // their bytes
+	dirty    bool             // written since last applied
+	refused  syscall.Errno    // the list was refused (EFBIG, ENOSPC): so is every later write
 }
 
 var (
@@ -154,20 +164,39 @@ var (
 func (h *subsetHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if off != int64(len(h.buf)) {
-		return 0, syscall.EINVAL // in order, from the start
+	if h.refused != 0 {
+		return 0, h.refused
+	}
+	if _, twice := h.ahead[off]; off < int64(len(h.buf)) || twice {
+		return 0, syscall.EINVAL // written over: a list is written once, from the start
 	}
 	n := int64(len(data))
-	if int64(len(h.buf))+n > h.limit {
+	if max(off+n, int64(len(h.buf))+h.aheadLen+n) > h.limit {
 		h.drop()
+		h.refused = syscall.EFBIG
 		return 0, syscall.EFBIG // longer than any subset of this dataset
 	}
 	if h.inFlight.Add(n) > subsetBytesInFlight {
 		h.inFlight.Add(-n)
 		h.drop()
+		h.refused = syscall.ENOSPC
 		return 0, syscall.ENOSPC // other lists being written hold the room
 	}
+	if off > int64(len(h.buf)) {
+		if h.ahead == nil {
+			h.ahead = map[int64][]byte{}
+		}
+		h.ahead[off] = bytes.Clone(data)
+		h.aheadLen += n
+		h.dirty = true
+		return uint32(n), 0
+	}
 	h.buf = append(h.buf, data...)
+	for p, ok := h.ahead[int64(len(h.buf))]; ok; p, ok = h.ahead[int64(len(h.buf))] {
+		delete(h.ahead, int64(len(h.buf)))
+		h.aheadLen -= int64(len(p))
+		h.buf = append(h.buf, p...)
+	}
 	if len(h.buf) == len(data) && isForm(data) {
 		// A form is one line, one write: apply it now, so that the write
 		// itself fails for a bad one.
@@ -210,6 +239,10 @@ func (h *subsetHandle) Flush(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	h.dirty = false
+	if len(h.ahead) > 0 { // a hole before some piece: not the list that was meant
+		h.drop()
+		return syscall.EINVAL
+	}
 	if err := h.apply(h.buf); err != nil {
 		h.drop() // refused: nothing of it is kept
 		return errno(err)
@@ -228,9 +261,9 @@ func (h *subsetHandle) Release(ctx context.Context) syscall.Errno {
 // drop forgets what was written and gives its memory back. Callers hold
 // h.mu.
 func (h *subsetHandle) drop() {
-	held := int64(len(h.buf))
+	held := int64(len(h.buf)) + h.aheadLen
 	h.inFlight.Add(-held)
-	h.buf, h.dirty = nil, false
+	h.buf, h.ahead, h.aheadLen, h.dirty = nil, nil, 0, false
 	if held >= giveBackAbove {
 		debug.FreeOSMemory() // a full collection, once per large list: rare
 	}

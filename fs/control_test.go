@@ -3,12 +3,15 @@ package fs_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/waittest"
+	"github.com/tsock/tsock/fs"
 )
 
 func TestBatchSizeControlFile(t *testing.T) {
@@ -67,4 +70,60 @@ func TestBatchSizeControlFile(t *testing.T) {
 			t.Fatalf("after reading 3 samples: %d producer batches freed, want 3", snap.Freed)
 		}
 	})
+}
+
+// TestASubsetListArrivesInAnyOrder: the kernel may split one write(2) of
+// a list into requests it sends at once (a buffer not page-aligned spans
+// a page more than a request holds), which reach the daemon in any
+// order: the list is the bytes at their offsets, whatever order they
+// came in. A hole left at the close, or a piece written twice, is
+// refused (EINVAL), and the subset stays what it was. Only the node layer
+// can send them out of order on purpose (nodeTree).
+func TestASubsetListArrivesInAnyOrder(t *testing.T) {
+	e := nodeEnv(t, func(o *fs.Options) {
+		o.ParseSubset = func(text []byte) (*batchstore.Subset, error) {
+			return batchstore.ParseSubset(text, batchstore.Dataset{Len: 1000})
+		}
+	})
+	tr := e.tr.(*nodeTree)
+	if err := tr.Mkdir("consumers/a"); err != nil {
+		t.Fatal(err)
+	}
+	var list []byte
+	for i := range 300 {
+		list = fmt.Appendf(list, "%d\n", i*3)
+	}
+	third := len(list) / 3
+	in := func(order ...int) []piece {
+		var ps []piece
+		for _, k := range order {
+			ps = append(ps, piece{int64(k * third), list[k*third : min((k+1)*third, len(list))]})
+			if k == 2 {
+				ps[len(ps)-1].data = list[2*third:]
+			}
+		}
+		return ps
+	}
+	writes, closed := tr.WritePieces("consumers/a/subset", in(2, 0, 1))
+	for k, err := range writes {
+		if err != nil {
+			t.Fatalf("piece %d of a list sent last first: %v", k, err)
+		}
+	}
+	if closed != nil {
+		t.Fatalf("close of a list sent last first: %v", closed)
+	}
+	if got, err := tr.ReadFile("consumers/a/subset"); err != nil || string(got) != "list of 300\n" {
+		t.Fatalf("subset after a list sent out of order: %q (%v), want a list of 300", got, err)
+	}
+	// A hole: pieces 0 and 2 only; piece 0 twice.
+	if _, closed := tr.WritePieces("consumers/a/subset", in(2, 0)); !errors.Is(closed, syscall.EINVAL) {
+		t.Fatalf("a list with a hole: close %v, want EINVAL", closed)
+	}
+	if writes, _ := tr.WritePieces("consumers/a/subset", in(1, 1)); !errors.Is(writes[1], syscall.EINVAL) {
+		t.Fatalf("a piece written twice: %v, want EINVAL", writes[1])
+	}
+	if got, _ := tr.ReadFile("consumers/a/subset"); string(got) != "list of 300\n" {
+		t.Fatalf("refused lists changed the subset: %q", got)
+	}
 }

@@ -75,12 +75,16 @@ func (o osTree) Size(path string) (int64, error) {
 }
 
 // nodeEnv is a store served by the node layer in process.
-func nodeEnv(t *testing.T) *env {
+func nodeEnv(t *testing.T, with ...func(*fs.Options)) *env {
 	e := &env{t: t, store: batchstore.New(batchstore.Config{Limit: 64 << 20, SizeOf: func(n int) int64 { return int64(n) * contentSize }}), alloc: memfile.NewMemFD()}
-	raw, stop := fs.NewNodeFS(e.store, fs.Options{
+	opts := fs.Options{
 		Status:  func() ([]byte, error) { return []byte("ok\n"), nil },
 		Backing: "memfd", Compose: concat,
-	})
+	}
+	for _, f := range with {
+		f(&opts)
+	}
+	raw, stop := fs.NewNodeFS(e.store, opts)
 	t.Cleanup(func() {
 		e.store.Shutdown()
 		stop()
@@ -198,6 +202,34 @@ func (n *nodeTree) WriteFile(path string, data []byte) error {
 	}
 	n.raw.Release(nil, &fuse.ReleaseIn{InHeader: n.in(node), Fh: fh})
 	return werr
+}
+
+// WritePieces opens path for writing and sends pieces as WRITE requests
+// in the order given (each at its own offset), as the kernel may send the
+// requests one write(2) was split into, then flushes and releases: the
+// errors of the writes, and of the close.
+func (n *nodeTree) WritePieces(path string, pieces []piece) (writes []error, closed error) {
+	node, err := n.walk(path)
+	if err != nil {
+		return nil, err
+	}
+	var open fuse.OpenOut
+	if st := n.raw.Open(nil, &fuse.OpenIn{InHeader: n.in(node), Flags: uint32(os.O_WRONLY)}, &open); st != fuse.OK {
+		return nil, errnoOf(st)
+	}
+	for _, p := range pieces {
+		_, st := n.raw.Write(nil, &fuse.WriteIn{InHeader: n.in(node), Fh: open.Fh, Offset: uint64(p.off), Size: uint32(len(p.data))}, p.data)
+		writes = append(writes, errnoOf(st))
+	}
+	closed = errnoOf(n.raw.Flush(nil, &fuse.FlushIn{InHeader: n.in(node), Fh: open.Fh}))
+	n.raw.Release(nil, &fuse.ReleaseIn{InHeader: n.in(node), Fh: open.Fh})
+	return writes, closed
+}
+
+// piece is bytes written at an offset.
+type piece struct {
+	off  int64
+	data []byte
 }
 
 func (n *nodeTree) Mkdir(path string) error {
