@@ -135,14 +135,16 @@ func (f *subsetFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle,
 	return &subsetHandle{apply: f.set, limit: limit, inFlight: &f.fs.subsetBytes}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-// subsetHandle gathers a subset as it is written. The kernel may split
-// one write(2) into several requests (a buffer that is not page-aligned
-// spans one page more than a request holds) and send them at once, so
-// that they reach the daemon in any order: a piece past what is gathered
-// waits in ahead until the bytes before it come (a list written with a
-// hole is refused at its close, EINVAL). Before, such a piece was refused
-// (EINVAL), and a list written in 1 MiB writes failed now and then under
-// load.
+// subsetHandle gathers a subset as it is written, each piece at its
+// offset: a program may write one list from several threads (pwrite), so
+// a piece past what is gathered waits in ahead until the bytes before it
+// come (a list left with a hole is refused at its close, EINVAL). A list
+// refused (EFBIG, ENOSPC) stays refused for every later write: the kernel
+// may cut one write(2) into two requests (a short page pin under memory
+// pressure), and where the second is refused the first part counts as
+// written, so the writer (Go's File.Write, C's fwrite) writes the rest at
+// the next offset; it must be told the refusal again, not EINVAL (what
+// CI's parallel run met: a list written past the bound got EINVAL).
 type subsetHandle struct {
 	mu       sync.Mutex
 	apply    func(value []byte) error

@@ -72,18 +72,21 @@ func TestBatchSizeControlFile(t *testing.T) {
 	})
 }
 
-// TestASubsetListArrivesInAnyOrder: the kernel may split one write(2) of
-// a list into requests it sends at once (a buffer not page-aligned spans
-// a page more than a request holds), which reach the daemon in any
-// order: the list is the bytes at their offsets, whatever order they
-// came in. A hole left at the close, or a piece written twice, is
-// refused (EINVAL), and the subset stays what it was. Only the node layer
-// can send them out of order on purpose (nodeTree).
+// TestASubsetListArrivesInAnyOrder: a list's pieces may reach the daemon
+// in any order (a program writing one list from several threads, with
+// pwrite): the list is the bytes at their offsets, whatever order they
+// came in. A hole left at the close, or a piece written twice, is refused
+// (EINVAL), and the subset stays what it was. A list refused for its size
+// stays refused for the writes after (a write(2) the kernel cut in two,
+// its second part refused: the writer writes the rest at the next
+// offset), never EINVAL. Only the node layer can send pieces in a chosen
+// order (nodeTree).
 func TestASubsetListArrivesInAnyOrder(t *testing.T) {
 	e := nodeEnv(t, func(o *fs.Options) {
 		o.ParseSubset = func(text []byte) (*batchstore.Subset, error) {
 			return batchstore.ParseSubset(text, batchstore.Dataset{Len: 1000})
 		}
+		o.SubsetBytes = func() int64 { return 2000 }
 	})
 	tr := e.tr.(*nodeTree)
 	if err := tr.Mkdir("consumers/a"); err != nil {
@@ -122,6 +125,13 @@ func TestASubsetListArrivesInAnyOrder(t *testing.T) {
 	}
 	if writes, _ := tr.WritePieces("consumers/a/subset", in(1, 1)); !errors.Is(writes[1], syscall.EINVAL) {
 		t.Fatalf("a piece written twice: %v, want EINVAL", writes[1])
+	}
+	big := bytes.Repeat([]byte("7\n"), 600) // 1200 bytes a piece: the second passes the 2000 allowed
+	writes, _ = tr.WritePieces("consumers/a/subset", []piece{{0, big}, {1200, big}, {1200, big[:100]}, {1300, big}})
+	for k, want := range []error{nil, syscall.EFBIG, syscall.EFBIG, syscall.EFBIG} {
+		if !errors.Is(writes[k], want) && !(want == nil && writes[k] == nil) {
+			t.Fatalf("a list past its bound, write %d: %v, want %v", k, writes[k], want)
+		}
 	}
 	if got, _ := tr.ReadFile("consumers/a/subset"); string(got) != "list of 300\n" {
 		t.Fatalf("refused lists changed the subset: %q", got)
