@@ -53,11 +53,9 @@ func (c ConsumerSnapshot) subsetText() string {
 	return fmt.Sprintf("%s (%d samples)", c.Subset, c.SubsetLen)
 }
 
-// Line renders a consumer in one line of the mount's status.
-func (c ConsumerSnapshot) Line() string {
-	return fmt.Sprintf("%s: %s, subset %s, position %d, epoch %s, lag %d, read %d batches (%s)",
-		c.Name, c.state(), c.subsetText(), c.Position, epochText(c.Epoch), c.Lag, c.BatchesRead, humanize.IBytes(uint64(c.BytesRead)))
-}
+// StateText says the consumer's state for people: State, and why it was
+// evicted or since when it waits.
+func (c ConsumerSnapshot) StateText() string { return c.state() }
 
 // State is the consumer's state as one word, for programs
 // (consumers/NAME/state): reading, waiting, done or evicted.

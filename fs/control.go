@@ -132,19 +132,19 @@ func (f *subsetFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle,
 	if f.fs.opts.SubsetBytes != nil {
 		limit = min(limit, f.fs.opts.SubsetBytes())
 	}
-	return &subsetHandle{apply: f.set, limit: limit, inFlight: &f.fs.subsetBytes}, fuse.FOPEN_DIRECT_IO, 0
+	caller, _ := fuse.FromContext(ctx)
+	return &subsetHandle{apply: f.set, limit: limit, inFlight: &f.fs.subsetBytes, owner: writerOf(caller, f.StableAttr().Ino)},
+		fuse.FOPEN_DIRECT_IO, 0
 }
 
 // subsetHandle gathers a subset as it is written, each piece at its
 // offset: a program may write one list from several threads (pwrite), so
 // a piece past what is gathered waits in ahead until the bytes before it
 // come (a list left with a hole is refused at its close, EINVAL). A list
-// refused (EFBIG, ENOSPC) stays refused for every later write: the kernel
-// may cut one write(2) into two requests (a short page pin under memory
-// pressure), and where the second is refused the first part counts as
-// written, so the writer (Go's File.Write, C's fwrite) writes the rest at
-// the next offset; it must be told the refusal again, not EINVAL (what
-// CI's parallel run met: a list written past the bound got EINVAL).
+// refused (EFBIG, ENOSPC) stays refused for every later write: a writer
+// told of a short write writes the rest at the next offset, and must be
+// told the refusal again, not EINVAL. Only the writer's last close
+// applies the list (Flush).
 type subsetHandle struct {
 	mu       sync.Mutex
 	apply    func(value []byte) error
@@ -155,6 +155,7 @@ type subsetHandle struct {
 	aheadLen int64            // their bytes
 	dirty    bool             // written since last applied
 	refused  syscall.Errno    // the list was refused (EFBIG, ENOSPC): so is every later write
+	owner    writer           // the process writing it: only its last close applies the list
 }
 
 var (
@@ -232,11 +233,27 @@ func isForm(data []byte) bool {
 	return false
 }
 
-// Flush applies a list written since the last flush: every close of a
-// copy of the descriptor flushes, and the last one sees the whole list.
+// Flush comes for every close of every copy of the descriptor: a
+// forked child's (a DataLoader worker, a subprocess closing what it
+// inherits at exec), a dup's. Only the writer's own last close applies
+// the list (writer.lastClose, as for a batch in ingest/): a copy's close
+// used to apply the part written so far (refused, "index 1 twice", and
+// dropped under the writer, whose next write then failed EINVAL: what
+// CI's parallel run met, a list written while another test started a
+// process).
 func (h *subsetHandle) Flush(ctx context.Context) syscall.Errno {
+	caller, _ := fuse.FromContext(ctx)
+	if !h.owner.lastClose(caller) {
+		return 0
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.applyLocked()
+}
+
+// applyLocked applies a list written since it was last applied. Callers
+// hold h.mu.
+func (h *subsetHandle) applyLocked() syscall.Errno {
 	if !h.dirty {
 		return 0
 	}
@@ -252,10 +269,15 @@ func (h *subsetHandle) Flush(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-// Release gives back what the list held.
+// Release comes once every copy is closed: a list no close of its
+// writer's applied (the writer's last close came while a child still
+// held a copy) is applied now, and a refusal of it shows in the
+// consumer's status (last subset refused); then what it held is given
+// back.
 func (h *subsetHandle) Release(ctx context.Context) syscall.Errno {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.applyLocked()
 	h.drop()
 	return 0
 }

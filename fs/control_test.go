@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -77,9 +78,8 @@ func TestBatchSizeControlFile(t *testing.T) {
 // pwrite): the list is the bytes at their offsets, whatever order they
 // came in. A hole left at the close, or a piece written twice, is refused
 // (EINVAL), and the subset stays what it was. A list refused for its size
-// stays refused for the writes after (a write(2) the kernel cut in two,
-// its second part refused: the writer writes the rest at the next
-// offset), never EINVAL. Only the node layer can send pieces in a chosen
+// stays refused for the writes after (a writer told of a short write
+// writes the rest at the next offset), never EINVAL. Only the node layer can send pieces in a chosen
 // order (nodeTree).
 func TestASubsetListArrivesInAnyOrder(t *testing.T) {
 	e := nodeEnv(t, func(o *fs.Options) {
@@ -136,4 +136,50 @@ func TestASubsetListArrivesInAnyOrder(t *testing.T) {
 	if got, _ := tr.ReadFile("consumers/a/subset"); string(got) != "list of 300\n" {
 		t.Fatalf("refused lists changed the subset: %q", got)
 	}
+}
+
+// TestAChildsCloseDoesNotApplyAList: a list is applied by its writer's
+// last close only. A child that inherited the descriptor (a subprocess,
+// a DataLoader worker) closes its copy mid-list: the kernel sends a FLUSH
+// for that close too, which used to apply the part written so far (here
+// refused: index 1 twice) and drop it, failing the writer's next write
+// with EINVAL.
+func TestAChildsCloseDoesNotApplyAList(t *testing.T) {
+	e := mount(t, false, func(o *fs.Options) {
+		o.ParseSubset = func(text []byte) (*batchstore.Subset, error) {
+			return batchstore.ParseSubset(text, batchstore.Dataset{Len: 1000})
+		}
+	})
+	e.join("a")
+	f, err := os.OpenFile(e.path("consumers", "a", "subset"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("1\n2\n"); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command("/bin/true")
+	child.ExtraFiles = []*os.File{f} // its copy, closed as it exits
+	if err := child.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("2\n3\n"); err != nil { // "1 2 2 3": refused if applied in part (1 2), twice over (2)
+		t.Fatalf("the writer's write after a child closed its copy: %v", err)
+	}
+	if got := readFile(t, e.path("consumers", "a", "subset")); got != "all\n" {
+		t.Fatalf("a child's close applied part of the list: the subset reads %q", got)
+	}
+	if err := f.Close(); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("the writer's close of a list with index 2 twice: %v, want EINVAL", err)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

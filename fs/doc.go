@@ -56,8 +56,9 @@
 //     until then), so that a run forever keeps the daemon and the kernel
 //     flat.
 //   - A subset file takes a form at its write (told by its keyword) and a
-//     list at its close (a binary one told by its NUL bytes), its pieces
-//     gathered by offset in whatever order the kernel sends them; a list is
+//     list at its writer's last close (a binary one told by its NUL
+//     bytes; a child's or a dup's close applies nothing, as in ingest/),
+//     its pieces gathered by offset in whatever order they come; a list is
 //     bounded by what the dataset can need (EFBIG) and all lists being
 //     written by one total (ENOSPC), and what a list holds is given back
 //     when it is refused or closed.

@@ -6,9 +6,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/dustin/go-humanize"
-
-	"github.com/tsock/tsock/batchstore"
 	"github.com/tsock/tsock/batchstore/batchfile"
 	"github.com/tsock/tsock/gpu"
 )
@@ -78,31 +75,6 @@ func (g *gpuMode) files() map[string]func() ([]byte, error) {
 			}
 			return []byte(b.String()), nil
 		},
-	}
-}
-
-// status is the GPU part of MOUNTPOINT/status.
-func (g *gpuSnapshot) status(b *strings.Builder, consumers []batchstore.ConsumerSnapshot) {
-	held := int64(g.slabs) * g.slabSize
-	fmt.Fprintf(b, "gpu: %s (%s, cuda:%d): %d slabs of %s = %s held by tsock, %d holding a batch",
-		g.info.UUID, g.info.Name, g.info.Ordinal, g.slabs, humanize.IBytes(uint64(g.slabSize)),
-		humanize.IBytes(uint64(held)), g.inUse)
-	if g.memInfo {
-		fmt.Fprintf(b, "; device %s free of %s", humanize.IBytes(uint64(g.free)), humanize.IBytes(uint64(g.total)))
-	}
-	b.WriteString("\n")
-	fmt.Fprintf(b, "gpu upload: %s\n", g.upload)
-	if !g.nvml {
-		fmt.Fprintf(b, "gpu memory by consumer: unknown (%s)\n", g.nvmlWhy)
-		return
-	}
-	b.WriteString("gpu memory by consumer (NVML):\n")
-	for k, cs := range consumers {
-		if gc := g.consumers[k]; gc.ok {
-			fmt.Fprintf(b, "  %s: pid %d, %s\n", cs.Name, gc.pid, humanize.IBytes(gc.mem))
-		} else {
-			fmt.Fprintf(b, "  %s: none reported\n", cs.Name)
-		}
 	}
 }
 

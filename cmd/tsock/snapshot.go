@@ -12,12 +12,13 @@ import (
 )
 
 // mountSnapshot is everything the mount's views say, gathered once per
-// request: MOUNTPOINT/status (text), status.json (and the HTTP one) and
-// metrics (Prometheus) each render one, so the three never disagree and
-// no counter is read twice for one answer (but the object store's: its
-// status line, made by the source, reads them a moment before the
-// numbers beside it). What is fixed for the mount's
-// life (flags, the source's size) is read from the command itself.
+// request: the status document (statusdoc.go: status.json, and the text
+// MOUNTPOINT/status renders of it) and the metrics (Prometheus) are each
+// made from one, so they never disagree and no counter is read twice for
+// one answer (but the object store's: its status line, made by the
+// source, reads them a moment before the numbers beside it). What is
+// fixed for the mount's life (flags, the source's size) is read from the
+// daemon itself.
 type mountSnapshot struct {
 	store                      batchstore.Snapshot
 	rate, rateOverall          float64   // samples/s, the last 10 s and since the start

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/tsock/tsock/batchstore"
 )
@@ -53,6 +54,63 @@ type statusDoc struct {
 	// --ingest, whose producer orders its own batches).
 	Shuffle *shuffleReach `json:"shuffle,omitempty"`
 	Kept    *keptDoc      `json:"kept,omitempty"` // with --keep (--transform eval)
+
+	// What MOUNTPOINT/status also says (statustext.go renders it from
+	// this document alone).
+
+	// Samples: the dataset's samples (with --ingest, as ingest/samples
+	// says: 0 while unordered).
+	Samples   int           `json:"samples"`
+	Transform *transformDoc `json:"transform,omitempty"` // the built-in pipeline's
+	Decoder   string        `json:"decoder,omitempty"`   // the built-in pipeline's JPEG decoder, said for people
+	Ingest    *ingestDoc    `json:"ingest,omitempty"`    // with --ingest
+	// Unwatched: seconds since the last consumer left (or the mount
+	// started) with none active since; -1 while one is. IdleExit is
+	// --idle-exit in seconds (0: never).
+	Unwatched float64 `json:"unwatched_seconds"`
+	IdleExit  float64 `json:"idle_exit_seconds"`
+	// BatchInodes: batch files the kernel holds now; PrunesInodes, whether
+	// it forgets them once released (NOTIFY_PRUNE, Linux 6.16+).
+	BatchInodes  int        `json:"batch_inodes"`
+	PrunesInodes bool       `json:"prunes_inodes"`
+	Rescan       *rescanDoc `json:"rescan,omitempty"` // with --rescan
+	// RecentSkips: the last samples skipped, "path: why"; LeftOutFirst,
+	// the first entries listing or indexing left out.
+	RecentSkips  []string `json:"recent_skips"`
+	LeftOutFirst []string `json:"left_out_first"`
+	// FreeErrors: batches whose memory could not be freed (leaked, no data
+	// lost), and the last such error.
+	FreeErrors    uint64 `json:"free_errors"`
+	LastFreeError string `json:"last_free_error,omitempty"`
+}
+
+// transformDoc is the built-in pipeline's transform.
+type transformDoc struct {
+	Name      string `json:"name"` // train or eval
+	ImageSize int    `json:"image_size"`
+	Layout    string `json:"layout"`
+	Seed      uint64 `json:"seed"`
+	Workers   int    `json:"workers"`
+}
+
+// ingestDoc is --ingest's side: the next batch it takes, what it refused
+// and when a producer last wrote (seconds ago; -1: never), and how its
+// writes are served.
+type ingestDoc struct {
+	Next      uint64  `json:"next"`
+	Refused   uint64  `json:"refused"`
+	LastWrite float64 `json:"last_write_seconds"`
+	Path      string  `json:"path"`
+}
+
+// rescanDoc is --rescan: samples rescans added, all told, and the last
+// rescan that added some (LastAdded before producer epoch LastEpoch,
+// LastAge seconds ago).
+type rescanDoc struct {
+	Added     int     `json:"added"`
+	LastAdded int     `json:"last_added"`
+	LastEpoch int     `json:"last_added_epoch"`
+	LastAge   float64 `json:"last_added_seconds"`
 }
 
 // keptDoc is --keep: samples made once and copied into later epochs.
@@ -103,6 +161,8 @@ type remoteDoc struct {
 	// QuotaWaiting: requests waiting for the one that probes a store
 	// whose retry quota is spent (0: the quota is not spent).
 	QuotaWaiting int `json:"quota_waiting"`
+	// Summary says all that for people, in one line.
+	Summary string `json:"summary"`
 }
 
 // shardsDoc is piece reading: the shard memory and disk, the pieces (a
@@ -197,16 +257,30 @@ type consumerDoc struct {
 	Evicted   string  `json:"evicted,omitempty"`
 	Deadlock  string  `json:"deadlock,omitempty"`
 	// GPUMemory: what NVML reports its process holds on tsock's GPU; -1
-	// unknown. Only in GPU mode.
+	// unknown. GPUPid: that process, 0 where NVML reports none. Only in
+	// GPU mode.
 	GPUMemory *int64 `json:"gpu_memory,omitempty"`
+	GPUPid    int    `json:"gpu_pid,omitempty"`
+	// StateText says State for people (why evicted, since when waiting).
+	StateText string `json:"state_text"`
 }
 
 type gpuDoc struct {
 	Name     string `json:"name"`
 	UUID     string `json:"uuid"`
+	Ordinal  int    `json:"ordinal"`
 	Slabs    int    `json:"slabs"`
 	SlabSize int64  `json:"slab_size"`
 	InUse    int    `json:"slabs_in_use"`
+	// Free and Total: the device's memory, where MemInfo (known).
+	Free    int64  `json:"free"`
+	Total   int64  `json:"total"`
+	MemInfo bool   `json:"mem_info"`
+	Upload  string `json:"upload"` // how batches reach the GPU, said for people
+	// NVML: consumers' GPU memory is known (consumers' gpu_memory and
+	// gpu_pid); NVMLWhy says why not.
+	NVML    bool   `json:"nvml"`
+	NVMLWhy string `json:"nvml_why,omitempty"`
 }
 
 // statusJSON renders MOUNTPOINT/status.json.
@@ -238,11 +312,41 @@ func (d *daemon) statusDoc(s *mountSnapshot) statusDoc {
 		if s.gpu != nil {
 			mem := s.gpu.memory(k)
 			cd.GPUMemory = &mem
+			if c := s.gpu.consumers[k]; c.ok {
+				cd.GPUPid = c.pid
+			}
 		}
 		doc.Consumers = append(doc.Consumers, cd)
 	}
 	if g := s.gpu; g != nil {
-		doc.GPU = &gpuDoc{Name: g.info.Name, UUID: g.info.UUID, Slabs: g.slabs, SlabSize: g.slabSize, InUse: g.inUse}
+		doc.GPU = &gpuDoc{Name: g.info.Name, UUID: g.info.UUID, Ordinal: g.info.Ordinal, Slabs: g.slabs, SlabSize: g.slabSize, InUse: g.inUse,
+			Free: g.free, Total: g.total, MemInfo: g.memInfo, Upload: g.upload, NVML: g.nvml, NVMLWhy: g.nvmlWhy}
+	}
+	doc.Unwatched, doc.IdleExit = -1, d.idleExit.Seconds()
+	if !snap.Unwatched.IsZero() {
+		doc.Unwatched = time.Since(snap.Unwatched).Seconds()
+	}
+	doc.BatchInodes, doc.PrunesInodes = s.batchInodes, s.prunesInodes
+	doc.FreeErrors, doc.LastFreeError = snap.FreeErrors, snap.LastFreeError
+	doc.RecentSkips, doc.LeftOutFirst = []string{}, s.leftOut[:min(len(s.leftOut), 3)]
+	if doc.LeftOutFirst == nil {
+		doc.LeftOutFirst = []string{}
+	}
+	if st := s.ingest; st != nil {
+		doc.Samples = st.Samples
+		doc.Ingest = &ingestDoc{Next: s.ingestNext, Refused: st.Refused, LastWrite: -1, Path: d.mounted.IngestPath()}
+		if !st.LastWrite.IsZero() {
+			doc.Ingest.LastWrite = time.Since(st.LastWrite).Seconds()
+		}
+	}
+	if ps := s.producer; ps != nil {
+		cfg := d.cfg
+		doc.Samples, doc.Decoder = cfg.Source.Len(), s.decoder
+		doc.Transform = &transformDoc{Name: string(cfg.Transform), ImageSize: cfg.ImageSize, Layout: string(cfg.Layout), Seed: cfg.Seed, Workers: cfg.Workers}
+		doc.RecentSkips = append(doc.RecentSkips, ps.RecentSkips...)
+		if cfg.Rescan {
+			doc.Rescan = &rescanDoc{Added: ps.Added, LastAdded: ps.LastAdded, LastEpoch: ps.LastAddedEpoch, LastAge: time.Since(ps.LastAddedAt).Seconds()}
+		}
 	}
 	if cs := s.cache; cs != nil {
 		doc.Cache = &cacheDoc{Limit: cs.Limit, Used: cs.Used, Files: cs.Files, Hits: cs.Hits, Misses: cs.Misses, Dropped: cs.Dropped, Dir: cs.Dir}
@@ -258,7 +362,7 @@ func (d *daemon) statusDoc(s *mountSnapshot) statusDoc {
 	if r := s.remote; r != nil {
 		doc.Remote = &remoteDoc{Endpoint: r.endpoint, Requests: r.requests, Retries: r.retries, Failures: r.failures, Throttled: r.throttled,
 			Resumed: r.resumed, Slow: r.slow, RangesWhole: r.rangesWhole, Bytes: r.bytes, Rate: r.rate, Waiting: r.waiting, WaitedFor: r.waitedFor,
-			RetryFor: r.retryFor, LastFault: r.lastFault, QuotaWaiting: r.quotaWaiting}
+			RetryFor: r.retryFor, LastFault: r.lastFault, QuotaWaiting: r.quotaWaiting, Summary: r.line}
 	}
 	return doc
 }
@@ -273,7 +377,7 @@ func (d *daemon) consumerDoc(cs batchstore.ConsumerSnapshot, epochLen uint64) co
 		Name: cs.Name, State: cs.State(), Subset: cs.Subset, SubsetSize: int(epochLen), NextSubset: cs.NextSubset, NextFrom: cs.NextFrom, Epoch: cs.Epoch, Epochs: d.cfg.Epochs, EpochLen: epochLen,
 		BatchSize: cs.BatchSize, ShortBatches: cs.ShortBatches, Position: cs.Position, Lag: cs.Lag, LagBytes: cs.LagBytes,
 		BatchesRead: cs.BatchesRead, SamplesRead: cs.SamplesRead, BytesRead: cs.BytesRead, OpenBatches: cs.OpenBatches,
-		Waited: cs.WaitTotal.Seconds(), Age: cs.Age.Seconds(), Evicted: cs.Evicted, Deadlock: cs.Deadlock,
+		Waited: cs.WaitTotal.Seconds(), Age: cs.Age.Seconds(), Evicted: cs.Evicted, Deadlock: cs.Deadlock, StateText: cs.StateText(),
 	}
 	if cs.Age > 0 {
 		doc.WaitShare = min(cs.WaitTotal.Seconds()/cs.Age.Seconds(), 1)

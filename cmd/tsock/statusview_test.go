@@ -327,7 +327,8 @@ sys.stdout.write(tsock.status.render(json.load(open(sys.argv[1])), sys.argv[2], 
 const statusFixtures = "../../scripts/python/tests/fixtures/status"
 
 // TestStatusFixtures: the view of each status.json fixture is its .view
-// (the Python client draws the same, test_status_view), and each
+// (the Python client draws the same, test_status_view), its text
+// (MOUNTPOINT/status, rendered from the document alone) its .status, and each
 // mountpoint that serves no status gives the error reads.json says, the
 // one the Python client gives: a starting mount is starting, never "not
 // a tsock mount".
@@ -348,19 +349,25 @@ func TestStatusFixtures(t *testing.T) {
 		if err := json.Unmarshal(data, &doc); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		got := renderStatus(doc, "/mnt/tsock", time.Unix(0, 0).UTC())
-		view := strings.TrimSuffix(path, ".json") + ".view"
-		if os.Getenv("TSOCK_UPDATE_FIXTURES") != "" {
-			if err := os.WriteFile(view, []byte(got), 0o644); err != nil {
+		// The view (tsock status, the Python client's) and the text
+		// (MOUNTPOINT/status), each of the document alone.
+		for ext, got := range map[string]string{
+			".view":   renderStatus(doc, "/mnt/tsock", time.Unix(0, 0).UTC()),
+			".status": statusText(doc),
+		} {
+			golden := strings.TrimSuffix(path, ".json") + ext
+			if os.Getenv("TSOCK_UPDATE_FIXTURES") != "" {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		want, err := os.ReadFile(view)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != string(want) {
-			t.Errorf("%s drawn:\n%s\nwant (%s):\n%s", path, got, view, want)
+			if got != string(want) {
+				t.Errorf("%s rendered:\n%s\nwant (%s):\n%s", path, got, golden, want)
+			}
 		}
 	}
 	var reads []struct {
