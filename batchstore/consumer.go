@@ -17,6 +17,9 @@ type roster struct {
 	splits    map[int]*split
 	nextID    int
 	unwatched time.Time // since when no consumer is active; zero while one is
+	// neededBy is, for a held batch, the consumer last found needing it
+	// (anyNeeds asks it first).
+	neededBy map[uint64]*consumer
 }
 
 // noteWatchers keeps unwatched: zero while some consumer is active, else
@@ -46,50 +49,6 @@ type split struct {
 	pos   int // order position in that epoch
 }
 
-// batchList is a consumer's own batches computed so far, from number
-// base on. Those below its position go (all but the last computed, where
-// the next starts), so a consumer that reads forever keeps only what it
-// may still open.
-type batchList struct {
-	base  uint64
-	items []plan.Batch
-}
-
-// computed is the number of batches computed: those below it are known.
-func (l *batchList) computed() uint64 { return l.base + uint64(len(l.items)) }
-
-// get is batch j, if computed and not dropped.
-func (l *batchList) get(j uint64) (plan.Batch, bool) {
-	if j < l.base || j >= l.computed() {
-		return plan.Batch{}, false
-	}
-	return l.items[j-l.base], true
-}
-
-// last is the last batch computed.
-func (l *batchList) last() (plan.Batch, bool) {
-	if len(l.items) == 0 {
-		return plan.Batch{}, false
-	}
-	return l.items[len(l.items)-1], true
-}
-
-func (l *batchList) add(cb plan.Batch) { l.items = append(l.items, cb) }
-
-// dropBelow forgets the batches below j, keeping the last computed. It
-// copies only once most of the slice is dead: amortized O(1) per batch.
-func (l *batchList) dropBelow(j uint64) {
-	if len(l.items) == 0 {
-		return
-	}
-	n := min(j, l.computed()-1) - l.base
-	if n < 64 || 2*n < uint64(len(l.items)) {
-		return
-	}
-	l.items = append([]plan.Batch(nil), l.items[n:]...)
-	l.base += n
-}
-
 // consumer is one reader of the store. Its fields are grouped by concern
 // (the embedded structs below); every one is guarded by Store.mu.
 type consumer struct {
@@ -113,7 +72,7 @@ type placement struct {
 	splitID    int    // its split, 0 when aligned to producer epochs
 	start      uint64 // global sample of its first sample; valid when startKnown
 	startKnown bool
-	batches    batchList // its batches computed so far, those it may still open
+	batches    plan.BatchList // its batches computed so far, those it may still open
 }
 
 // holding is what a consumer has open and has consumed.
@@ -315,7 +274,7 @@ func (s *Store) SetBatchSize(name string, n int) error {
 			n, name, spans, s.cfg.MaxBatches, ErrBadBatchSize)
 	}
 	c.batchSize = n
-	c.batches = batchList{} // a listing may have computed some in the batch size before
+	c.batches = plan.BatchList{} // a listing may have computed some in the batch size before
 	return nil
 }
 

@@ -156,7 +156,7 @@ func (dm *demand) pruneEpochs() {
 			continue
 		}
 		e := c.joinEpoch
-		if last, ok := c.batches.last(); ok {
+		if last, ok := c.batches.Last(); ok {
 			e += last.Epoch
 		}
 		keep = min(keep, e)

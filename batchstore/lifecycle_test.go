@@ -81,7 +81,7 @@ func TestLongRunsKeepBoundedState(t *testing.T) {
 		t.Errorf("%d epoch marks kept after 1000 epochs", n)
 	}
 	for _, name := range []string{"a", "b"} {
-		if n := len(s.ros.consumers[name].batches.items); n > 130 {
+		if n := s.ros.consumers[name].batches.Kept(); n > 130 {
 			t.Errorf("%s keeps %d of its batches after reading them all", name, n)
 		}
 	}

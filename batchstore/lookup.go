@@ -48,10 +48,10 @@ func (ro *roster) resolve(c *consumer, j uint64) (plan.Batch, plan.Resolved) {
 		}
 		c.start, c.startKnown = start, true
 	}
-	r := c.reader()
-	for c.batches.computed() <= j {
+	r := ro.reader(c)
+	for c.batches.Computed() <= j {
 		cb := plan.Batch{Start: c.start}
-		if prev, ok := c.batches.last(); ok {
+		if prev, ok := c.batches.Last(); ok {
 			cb.Start, cb.Epoch, cb.Index = prev.End, prev.Epoch, prev.Index+1
 		}
 		state, short := plan.Next(s, r, &cb)
@@ -61,9 +61,9 @@ func (ro *roster) resolve(c *consumer, j uint64) (plan.Batch, plan.Resolved) {
 		if short {
 			c.shortBatches++
 		}
-		c.batches.add(cb)
+		c.batches.Add(cb)
 	}
-	cb, ok := c.batches.get(j)
+	cb, ok := c.batches.Get(j)
 	if !ok {
 		return plan.Batch{}, plan.UnknownYet
 	}
@@ -80,7 +80,7 @@ func (ro *roster) stuck(c *consumer, local uint64) bool {
 	s := ro.s
 	// The producer's wait flag lasts until it runs again: the room it
 	// waits for may have come already.
-	if !s.buf.waitsForReaders() || local != c.batches.computed() {
+	if !s.buf.waitsForReaders() || local != c.batches.Computed() {
 		return false
 	}
 	b := s.buf.oldest()
@@ -91,8 +91,8 @@ func (ro *roster) stuck(c *consumer, local uint64) bool {
 // past any batch number the dataset allows. callers hold Store.mu.
 func (ro *roster) pastTheEnd(c *consumer, j uint64) bool {
 	s := ro.s
-	last, ok := c.batches.last()
-	return plan.PastTheEnd(s, c.reader(), s.cfg.Samples, j, last, ok, c.batches.computed())
+	last, ok := c.batches.Last()
+	return plan.PastTheEnd(s, ro.reader(c), s.cfg.Samples, j, last, ok, c.batches.Computed())
 }
 
 // Lookup returns consumer name's batch number local, blocking until it can

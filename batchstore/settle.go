@@ -114,7 +114,7 @@ func (dm *demand) settle(c *consumer) {
 	s := dm.s
 	// A listing (Pending) may have computed batches where c was placed
 	// before: they are not where it starts now.
-	c.batches = batchList{}
+	c.batches = plan.BatchList{}
 	dm.wantsChanged()
 	s.ros.dropSplit(c)
 	s.ros.place(c)

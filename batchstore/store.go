@@ -130,7 +130,7 @@ func New(cfg Config) *Store {
 		inv:     noInvalidator{},
 	}
 	s.buf = buffer{s: s, held: make(map[uint64]*batch)}
-	s.ros = roster{s: s, consumers: make(map[string]*consumer), splits: make(map[int]*split), unwatched: time.Now()}
+	s.ros = roster{s: s, consumers: make(map[string]*consumer), splits: make(map[int]*split), unwatched: time.Now(), neededBy: make(map[uint64]*consumer)}
 	s.dem = demand{s: s, epochs: make(map[int]*epochMark), ordered: -1}
 	s.ev = evictor{s: s}
 	return s

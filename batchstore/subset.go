@@ -169,7 +169,7 @@ func firstProducerEpoch(c *consumer, k int) int {
 func (ro *roster) setNext(c *consumer, sub *Subset) {
 	s := ro.s
 	k := 0
-	if last, ok := c.batches.last(); ok {
+	if last, ok := c.batches.Last(); ok {
 		k = last.Epoch + 1
 	}
 	for len(c.pending) > 0 && c.pending[0].from < k { // in effect

@@ -65,13 +65,14 @@ func (dm *demand) markView(e int) (plan.Mark, bool) {
 }
 
 // reader is c as the planner reads it. Callers hold Store.mu.
-func (c *consumer) reader() plan.Reader {
-	return plan.Reader{JoinEpoch: c.joinEpoch, Split: c.splitID, BatchSize: c.batchSize, SubsetFor: c.planSubset, AllowShort: c.allowShort}
+func (ro *roster) reader(c *consumer) plan.Reader {
+	return plan.Reader{JoinEpoch: c.joinEpoch, Split: c.splitID, BatchSize: c.batchSize, Subsets: c, AllowShort: c.allowShort,
+		Progress: plan.Progress{Active: c.active(), Start: c.start, StartKnown: c.startKnown, Low: c.low, Batches: &c.batches, Samples: ro.s.cfg.Samples}}
 }
 
-// planSubset is c's subset for its epoch k, nil (not a nil *Subset in
-// an interface) where it reads everything.
-func (c *consumer) planSubset(k int) plan.Subset {
+// SubsetFor implements plan.Subsets: c's subset for its epoch k, nil
+// (not a nil *Subset in an interface) where it reads everything.
+func (c *consumer) SubsetFor(k int) plan.Subset {
 	if sub := c.subsetFor(k); sub != nil {
 		return sub
 	}

@@ -66,6 +66,11 @@ type subset []bool
 
 func (s subset) Has(i int) bool { return s[i] }
 
+// every is one subset for every epoch.
+type every struct{ s Subset }
+
+func (e every) SubsetFor(int) Subset { return e.s }
+
 // TestNextAgainstAnOracle: for random streams, batch sizes, subsets and
 // joins (at an epoch's start or mid-epoch, a split), the batches Next
 // computes one after another, as the store asks for them, are exactly
@@ -104,7 +109,7 @@ func checkNext(t *testing.T, seed uint64) {
 		for i := range sub {
 			sub[i] = rng.IntN(3) > 0
 		}
-		r.SubsetFor = func(int) Subset { return sub }
+		r.Subsets = every{sub}
 	}
 	has := func(x uint64) bool { return sub == nil || sub.Has(s.index(x)) }
 	// Where its epochs lie: aligned at producer epoch j, or a split at
@@ -244,7 +249,10 @@ func TestNeeds(t *testing.T) {
 		s.order[e] = []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
 	}
 	r := Reader{BatchSize: 5}
-	p := Progress{Active: true, StartKnown: true, Start: 0, LowBatch: Batch{Start: 5, End: 10}, LowComputed: true}
+	var list BatchList
+	list.Add(Batch{Start: 0, End: 5})
+	list.Add(Batch{Start: 5, End: 10})
+	r.Progress = Progress{Active: true, StartKnown: true, Start: 0, Low: 1, Batches: &list}
 	for _, tc := range []struct {
 		first, end uint64
 		epoch      int
@@ -255,12 +263,12 @@ func TestNeeds(t *testing.T) {
 		{10, 20, 1, true},  // its last epoch
 		{20, 30, 2, false}, // past its two epochs
 	} {
-		if got := Needs(s, r, p, tc.epoch, tc.first, tc.end); got != tc.want {
+		if got := Needs(s, &r, tc.epoch, tc.first, tc.end); got != tc.want {
 			t.Errorf("batch [%d,%d): Needs %v, want %v", tc.first, tc.end, got, tc.want)
 		}
 	}
-	p.Active = false
-	if Needs(s, r, p, 0, 5, 10) {
+	r.Active = false
+	if Needs(s, &r, 0, 5, 10) {
 		t.Error("an inactive consumer needs a batch")
 	}
 }

@@ -26,17 +26,28 @@ type Stream interface {
 // Subset is a consumer's data: which dataset indices it reads.
 type Subset interface{ Has(index int) bool }
 
+// Subsets are a consumer's subset for each of its own epochs (one set
+// while reading applies from a later epoch): nil, everything.
+type Subsets interface{ SubsetFor(k int) Subset }
+
 // Reader is a consumer as the planner reads it.
 type Reader struct {
 	JoinEpoch int // the producer epoch its first epoch starts in
 	Split     int // its split, 0 when aligned to producer epochs
 	BatchSize int
-	// SubsetFor is its subset for its own epoch k: nil, everything.
-	SubsetFor func(k int) Subset
+	// Subsets are its subset for each of its epochs; nil: everything,
+	// always. (An interface a consumer's pointer fills, not a func: the
+	// store asks for a Reader per consumer per freed batch, and a method
+	// value would be allocated each time.)
+	Subsets Subsets
 	// AllowShort: the shell found it stuck (the producer waits for room
 	// only its reading can make): a short batch of what is held rather
 	// than a deadlock.
 	AllowShort bool
+	// Progress is where it is (Needs and LowSample read it; Next does
+	// not): one view, built once, passed by pointer where it is asked
+	// most.
+	Progress
 }
 
 // EpochEnd is the global sample where r's own epoch k ends, if known. A
@@ -73,11 +84,7 @@ func Next(st Stream, r Reader, b *Batch) (state Resolved, short bool) {
 			}
 			end, endKnown = EpochEnd(st, r, b.Epoch)
 		}
-		var sub Subset
-		if r.SubsetFor != nil {
-			sub = r.SubsetFor(b.Epoch)
-		}
-		if sub != nil {
+		if sub := subsetFor(r, b.Epoch); sub != nil {
 			if state, short := pick(st, r, b, sub, end, endKnown); state != PastEnd {
 				return state, short
 			}
