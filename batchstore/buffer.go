@@ -308,6 +308,9 @@ func (bf *buffer) tail() []*batch {
 	return t
 }
 
+// published is how many samples have been published.
+func (bf *buffer) published() uint64 { return bf.samples }
+
 // lingeringBytes is the memory of freed batches readers still map, as
 // last read.
 func (bf *buffer) lingeringBytes() int64 { return bf.lingering }

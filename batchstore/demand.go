@@ -108,12 +108,12 @@ func (dm *demand) endEpoch(e int) {
 	if m.outputSoFar == 0 && len(m.drops) == 0 && s.failure == nil {
 		s.failure = fmt.Errorf("producer epoch %d ended with none: %w", e, ErrNoSamples)
 	}
-	m.end, m.ended = s.Published(), true
+	m.end, m.ended = s.buf.published(), true
 	if !m.started {
-		m.start, m.started = s.Published(), true
+		m.start, m.started = s.buf.published(), true
 	}
 	next := dm.mark(e + 1)
-	next.start, next.started = s.Published(), true
+	next.start, next.started = s.buf.published(), true
 }
 
 // mark returns epoch e's mark, creating it. callers hold Store.mu.

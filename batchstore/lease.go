@@ -245,7 +245,7 @@ func (ro *roster) needs(c *consumer, b *batch) bool {
 		return false
 	}
 	r := ro.reader(c)
-	return plan.Needs(ro.s, &r, b.info.Epoch, b.first, b.end())
+	return plan.Needs(ro.s.stream(), &r, b.info.Epoch, b.first, b.end())
 }
 
 // all are the consumers, in no order.
@@ -288,7 +288,7 @@ func (ro *roster) anyNeeds(b *batch) bool {
 // lowSample is the first sample c may still read. Callers hold Store.mu.
 func (ro *roster) lowSample(c *consumer) uint64 {
 	r := ro.reader(c)
-	return plan.LowSample(ro.s, &r)
+	return plan.LowSample(ro.s.stream(), &r)
 }
 
 // Unlink makes name give up its batch local: consumed now, or at the last

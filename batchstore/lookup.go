@@ -42,7 +42,7 @@ type Ref struct {
 func (ro *roster) resolve(c *consumer, j uint64) (plan.Batch, plan.Resolved) {
 	s := ro.s
 	if !c.startKnown {
-		start, ok := s.EpochStart(c.joinEpoch)
+		start, ok := s.stream().EpochStart(c.joinEpoch)
 		if !ok {
 			return plan.Batch{}, plan.UnknownYet
 		}
@@ -54,7 +54,7 @@ func (ro *roster) resolve(c *consumer, j uint64) (plan.Batch, plan.Resolved) {
 		if prev, ok := c.batches.Last(); ok {
 			cb.Start, cb.Epoch, cb.Index = prev.End, prev.Epoch, prev.Index+1
 		}
-		state, short := plan.Next(s, r, &cb)
+		state, short := plan.Next(s.stream(), r, &cb)
 		if state != plan.Known {
 			return plan.Batch{}, state
 		}
@@ -92,7 +92,7 @@ func (ro *roster) stuck(c *consumer, local uint64) bool {
 func (ro *roster) pastTheEnd(c *consumer, j uint64) bool {
 	s := ro.s
 	last, ok := c.batches.Last()
-	return plan.PastTheEnd(s, ro.reader(c), s.cfg.Samples, j, last, ok, c.batches.Computed())
+	return plan.PastTheEnd(s.stream(), ro.reader(c), s.cfg.Samples, j, last, ok, c.batches.Computed())
 }
 
 // Lookup returns consumer name's batch number local, blocking until it can

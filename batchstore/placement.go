@@ -23,7 +23,7 @@ func (ro *roster) apply(c *consumer, p plan.Placement) {
 // store builds over its parts. callers hold Store.mu.
 func (s *Store) joining() plan.Joining {
 	j := plan.Joining{Unordered: s.cfg.Unordered, JoinAtEpoch: s.cfg.JoinAtEpoch, Ordered: s.dem.lastOrdered(),
-		Mark: s.dem.markView, Published: s.Published(), Newest: s.dem.newest()}
+		Mark: s.dem.markView, Published: s.buf.published(), Newest: s.dem.newest()}
 	for _, b := range s.buf.tail() {
 		j.Tail = append(j.Tail, plan.Held{Epoch: b.info.Epoch, First: b.first, FirstPos: b.info.FirstPos})
 	}

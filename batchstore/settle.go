@@ -125,7 +125,7 @@ func (dm *demand) settle(c *consumer) {
 	s.ros.dropSplit(c)
 	if e, ok := dm.head(); ok && !s.cfg.JoinAtEpoch && !s.cfg.Unordered {
 		m, _ := dm.markView(e)
-		s.ros.apply(c, plan.SplitAt(e, m, s.Published()))
+		s.ros.apply(c, plan.SplitAt(e, m, s.buf.published()))
 		if dm.readable(c) {
 			dm.passBefore(c)
 			return

@@ -3,13 +3,21 @@ package batchstore
 import "github.com/tsock/tsock/batchstore/internal/plan"
 
 // The views the planner (package plan) reads the store's state through,
-// for one call, under Store.mu: the store is a plan.Stream; a consumer,
-// a plan.Reader.
+// for one call, under Store.mu: the store's stream (a plan.Stream: the
+// Store itself under another type, so that these questions, asked with
+// the lock held, are no methods a caller of the Store could call without
+// it); a consumer, a plan.Reader.
 
-var _ plan.Stream = (*Store)(nil)
+// stream is the Store as the planner reads it.
+type stream Store
+
+var _ plan.Stream = (*stream)(nil)
+
+// stream is s's plan.Stream. Callers hold Store.mu.
+func (s *Store) stream() *stream { return (*stream)(s) }
 
 // EpochStart implements plan.Stream. Callers hold Store.mu.
-func (s *Store) EpochStart(e int) (uint64, bool) {
+func (s *stream) EpochStart(e int) (uint64, bool) {
 	m := s.dem.epochs[e]
 	if m == nil || !m.started {
 		return 0, false
@@ -20,7 +28,7 @@ func (s *Store) EpochStart(e int) (uint64, bool) {
 // SplitEnd implements plan.Stream: where split's epochs end in producer
 // epoch e, the samples before its boundary less what the producer passed
 // over. Callers hold Store.mu.
-func (s *Store) SplitEnd(e, split int) (uint64, bool) {
+func (s *stream) SplitEnd(e, split int) (uint64, bool) {
 	m := s.dem.epochs[e]
 	if m == nil || !m.started {
 		return 0, false
@@ -37,10 +45,10 @@ func (s *Store) SplitEnd(e, split int) (uint64, bool) {
 }
 
 // Published implements plan.Stream. Callers hold Store.mu.
-func (s *Store) Published() uint64 { return s.buf.samples }
+func (s *stream) Published() uint64 { return s.buf.published() }
 
 // HeldAt implements plan.Stream. Callers hold Store.mu.
-func (s *Store) HeldAt(x uint64) (first, end uint64, indices []int32, ok bool) {
+func (s *stream) HeldAt(x uint64) (first, end uint64, indices []int32, ok bool) {
 	b := s.buf.batchAt(x)
 	if b == nil {
 		return 0, 0, nil, false
@@ -49,10 +57,10 @@ func (s *Store) HeldAt(x uint64) (first, end uint64, indices []int32, ok bool) {
 }
 
 // NextHeld implements plan.Stream. Callers hold Store.mu.
-func (s *Store) NextHeld(x, limit uint64) uint64 { return s.buf.nextHeld(x, limit) }
+func (s *stream) NextHeld(x, limit uint64) uint64 { return s.buf.nextHeld(x, limit) }
 
 // Epochs implements plan.Stream.
-func (s *Store) Epochs() int { return s.cfg.Epochs }
+func (s *stream) Epochs() int { return s.cfg.Epochs }
 
 // markView is producer epoch e's mark as placement reads it. Callers hold
 // Store.mu.
