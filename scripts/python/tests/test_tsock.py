@@ -320,7 +320,6 @@ class ClientTest(unittest.TestCase):
     def test_killed_consumer_leaves_the_mount_healthy(self):
         batch = 4096 + 8 * (16 + 3 * 32 * 32)
         m = self.mount("--batch-size", "8", "--epochs", "2", "--buffer", str(3 * batch), "--consumer-timeout", "1s")
-        survivor = tsock.Consumer(m.dir, name="survivor")
         victim = subprocess.Popen([PY, "-c", f"""
 import sys, time, tsock
 c = tsock.Consumer({m.dir!r}, name="victim")
@@ -330,6 +329,11 @@ print("holding", flush=True)
 time.sleep(600)
 """], stdout=subprocess.PIPE, text=True)
         self.assertEqual(victim.stdout.readline().strip(), "holding")
+        # Joined once the victim holds, and reading at once: a consumer
+        # that joins while the buffer is full and reads nothing for the
+        # consumer timeout is evicted itself (the victim's Python starting
+        # under load took longer than 1 s; CI's parallel run met it).
+        survivor = tsock.Consumer(m.dir, name="survivor")
         victim.kill()
         victim.wait()
         victim.stdout.close()
