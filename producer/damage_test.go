@@ -62,7 +62,7 @@ func byEpoch(batches []*batchfile.Batch) map[int][]int64 {
 func TestSkipBudgetFailsTheRun(t *testing.T) {
 	dir := producertest.Folder(t, 12, 3)
 	bad, _ := producertest.BadFiles(t, dir, "class001")
-	src, err := source.ScanFolder(dir)
+	src, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestSkipBudgetFailsTheRun(t *testing.T) {
 // epoch holds it. Before, it was skipped for the rest of the run.
 func TestRescanTriesAHalfWrittenFileAgain(t *testing.T) {
 	dir := producertest.Folder(t, 8, 2)
-	donor, err := source.ScanFolder(producertest.Folder(t, 1, 1))
+	donor, err := source.Open(context.Background(), producertest.Folder(t, 1, 1), source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,10 +112,7 @@ func TestRescanTriesAHalfWrittenFileAgain(t *testing.T) {
 	if err := os.WriteFile(late, whole[:len(whole)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	folder, err := source.ScanFolder(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	folder := producertest.OpenFolder(t, dir)
 	for _, cached := range []bool{false, true} { // --cache must not serve the half it kept
 		if err := os.WriteFile(late, whole[:len(whole)/2], 0o644); err != nil {
 			t.Fatal(err)
@@ -162,14 +159,11 @@ func halfWrittenRetried(t *testing.T, folder *source.Folder, late string, whole 
 // skipped and counted, never served from the copy kept of it.
 func TestKeptSamplesFollowTheirFiles(t *testing.T) {
 	dir := producertest.Folder(t, 6, 2)
-	other, err := source.ScanFolder(producertest.Folder(t, 6, 2))
+	other, err := source.Open(context.Background(), producertest.Folder(t, 6, 2), source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	folder, err := source.ScanFolder(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	folder := producertest.OpenFolder(t, dir)
 	rewritten, deleted := folder.Name(1), folder.Name(4)
 	src := &hooked{Folder: folder, change: func(epoch int) {
 		if epoch == 1 {
@@ -319,10 +313,7 @@ func TestLeftOutAtIndexingCountsAgainstTheBudget(t *testing.T) {
 // Before, each vanished file was a skip and the run failed.
 func TestRescanRemovedFilesLeaveTheData(t *testing.T) {
 	dir := producertest.Folder(t, 20, 2)
-	folder, err := source.ScanFolder(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	folder := producertest.OpenFolder(t, dir)
 	gone := []int{3, 7, 12}
 	src := &hooked{Folder: folder, change: func(epoch int) {
 		if epoch == 1 { // between epochs 0 and 1: the listing sees it
@@ -333,6 +324,7 @@ func TestRescanRemovedFilesLeaveTheData(t *testing.T) {
 	}}
 	cfg := producertest.Config(src, 5, 3, 1)
 	cfg.Rescan = true
+	var err error
 	if cfg.MaxSkipped, err = skipbudget.Parse("0"); err != nil {
 		t.Fatal(err)
 	}

@@ -37,10 +37,7 @@ func (o *outageAhead) Encoded(ctx context.Context, i int, scratch *[]byte) ([]by
 // it, and the run ends in exact epochs, nothing skipped, rather than
 // failing on a fault that has passed.
 func TestAReadAheadIsNeverASamplesVerdict(t *testing.T) {
-	folder, err := source.ScanFolder(producertest.Folder(t, 24, 2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	folder := producertest.OpenFolder(t, producertest.Folder(t, 24, 2))
 	src := &outageAhead{Folder: folder, seen: map[int]bool{}}
 	cfg := producertest.Config(src, 4, 2, 1)
 	cfg.Fetch = 8

@@ -1,6 +1,7 @@
 package producer_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -18,7 +19,7 @@ import (
 // for the set keeps what fits and makes the rest as before.
 func TestKeptSamplesServeLaterEpochs(t *testing.T) {
 	folder := producertest.Folder(t, 12, 3)
-	src, err := source.ScanFolder(folder)
+	src, err := source.Open(context.Background(), folder, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

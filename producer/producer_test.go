@@ -52,7 +52,7 @@ func TestEvalIsInOrder(t *testing.T) {
 
 func TestFolderLabelsFollowImageFolderOrder(t *testing.T) {
 	dir := producertest.Folder(t, 12, 3)
-	src, err := source.ScanFolder(dir)
+	src, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestBadInputsAreSkippedAndCounted(t *testing.T) {
 func badInputs(t *testing.T, decoder string) {
 	dir := producertest.Folder(t, 12, 3)
 	bad, tiny := producertest.BadFiles(t, dir, "class001")
-	src, err := source.ScanFolder(dir)
+	src, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestAllInputsBadStopsWithAnError(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "a"), 0o755)
 	os.WriteFile(filepath.Join(dir, "a", "x.jpg"), []byte("junk"), 0o644)
-	src, err := source.ScanFolder(dir)
+	src, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestBufferSmallerThanABatch(t *testing.T) {
 
 func TestDecodersAgreeOnContent(t *testing.T) {
 	dir := producertest.Folder(t, 6, 2)
-	src, err := source.ScanFolder(dir)
+	src, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

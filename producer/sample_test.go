@@ -39,7 +39,7 @@ func benchWorker(b *testing.B, decoder string) (*worker, []*task) {
 			b.Fatal(err)
 		}
 	}
-	src, err := source.ScanFolder(dir)
+	src, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -26,7 +27,7 @@ import (
 // finish with exact epochs, and the dead one's directory says evicted.
 func TestKilledConsumerIsEvicted(t *testing.T) {
 	src := producertest.Folder(t, 40, 4)
-	folder, err := source.ScanFolder(src)
+	folder, err := source.Open(context.Background(), src, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

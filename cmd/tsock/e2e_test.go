@@ -358,7 +358,7 @@ func TestEndToEndThreeConsumersTwoEpochs(t *testing.T) {
 func endToEnd(t *testing.T, dataPath, wantStatus []string) {
 	src := producertest.Folder(t, 45, 4)
 	bad, _ := producertest.BadFiles(t, src, "class002")
-	folder, err := source.ScanFolder(src)
+	folder, err := source.Open(context.Background(), src, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

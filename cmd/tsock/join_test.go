@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -33,7 +34,7 @@ func TestLateJoinersOwnSizesAndACrash(t *testing.T) {
 	t.Logf("TSOCK_TEST_SEED=%d replays this schedule", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	src := producertest.Folder(t, 37, 3)
-	folder, err := source.ScanFolder(src)
+	folder, err := source.Open(context.Background(), src, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"os"
@@ -52,7 +53,7 @@ func TestMountServesParquetFromS3(t *testing.T) {
 	}
 	chunks, groups := producertest.ImageChunks(t, filepath.Dir(local))
 	tails := tailReads(t, filepath.Dir(local))
-	want, err := source.ScanFolder(folder)
+	want, err := source.Open(context.Background(), folder, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

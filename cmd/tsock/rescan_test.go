@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,7 +24,7 @@ import (
 func TestRescanGrowsTheData(t *testing.T) {
 	const n, epochs = 60, 3
 	dir := producertest.Folder(t, n, 3)
-	before, err := source.ScanFolder(dir)
+	before, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

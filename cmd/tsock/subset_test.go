@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -104,7 +105,7 @@ func TestSubsetsThroughTheMount(t *testing.T) {
 		got[name] = epochsOf(batches)
 
 	}
-	src, err := source.ScanFolder(dir)
+	src, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestSubsetsSurviveAKillAndChangeMidRun(t *testing.T) {
 		t.Fatalf("survivor: %v", err)
 	}
 	batches, _ := readCopies(t, out)
-	src, err := source.ScanFolder(dir)
+	src, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

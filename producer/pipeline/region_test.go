@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"context"
 	"image"
 	"os"
 	"path/filepath"
@@ -14,9 +15,13 @@ import (
 // regionWorker is a libjpeg-turbo worker over a folder of photos.
 func regionWorker(t *testing.T, dir string) (*worker, *source.Folder) {
 	t.Helper()
-	src, err := source.ScanFolder(dir)
+	opened, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	src, ok := opened.(*source.Folder)
+	if !ok {
+		t.Fatalf("%s opened as %T", dir, opened)
 	}
 	return testWorker(t, src, 64, DecoderTurbo), src
 }

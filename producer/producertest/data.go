@@ -17,6 +17,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// OpenFolder opens dir, an ImageFolder, as the mount would (source.Open)
+// and returns the folder source itself, for the tests that ask what only
+// a folder answers (its rescan, its files' names).
+func OpenFolder(t testing.TB, dir string) *source.Folder {
+	t.Helper()
+	src, err := source.Open(context.Background(), dir, source.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok := src.(*source.Folder)
+	if !ok {
+		t.Fatalf("source %s opened as %T, not a folder", dir, src)
+	}
+	return f
+}
+
 // Folder writes n small JPEGs in classes classes under a new temp dir.
 func Folder(t testing.TB, n, classes int) string {
 	t.Helper()
@@ -124,7 +140,7 @@ func ShardFiles(tb testing.TB, spec string) (n int, bytes int64) {
 // naming them all.
 func Shards(t testing.TB, dir string, perShard int) string {
 	t.Helper()
-	src, err := source.ScanFolder(dir)
+	src, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package producertest
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -54,7 +55,7 @@ type ParquetOptions struct {
 // new temp dir, and returns a brace spec naming them all.
 func Parquet(t testing.TB, dir string, o ParquetOptions) string {
 	t.Helper()
-	src, err := source.ScanFolder(dir)
+	src, err := source.Open(context.Background(), dir, source.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,8 +30,8 @@
 // cache holds, its stats), Rescanner (list a folder again), Versioned,
 // Remote (object-store counters), Skipper (members left out at
 // indexing). Callers outside never name a concrete source type; tests
-// build sources of their own with NewCache, ScanFolder and
-// producertest's helpers.
+// build sources of their own with Open, NewCache and producertest's
+// helpers.
 //
 // Invariants:
 //   - A sample's index, label and name never change once given; a rescan

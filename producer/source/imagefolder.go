@@ -46,14 +46,9 @@ type folderList struct {
 // unreadable files must not take the daemon's memory.
 const maxLeftOut = 100
 
-// ScanFolder lists root. It fails when root is missing, not a directory,
-// or holds no image files in class sub-directories.
-func ScanFolder(root string) (*Folder, error) {
-	return scanFolder(context.Background(), root, Options{})
-}
-
-// scanFolder is ScanFolder until ctx ends (a signal to the mount),
-// telling opts.Progress how far it got.
+// scanFolder lists root until ctx ends (a signal to the mount), telling
+// opts.Progress how far it got. It fails when root is missing, not a
+// directory, or holds no image files in class sub-directories.
 func scanFolder(ctx context.Context, root string, opts Options) (*Folder, error) {
 	prefix := filepath.Clean(root)
 	if !strings.HasSuffix(prefix, string(filepath.Separator)) { // "/" has one
