@@ -51,8 +51,17 @@ func (b *batch) end() uint64 { return b.first + uint64(b.info.Samples) }
 
 // batchKey names one consumer's batch.
 type batchKey struct {
-	c *consumer
-	j uint64
+	c  *consumer
+	j  uint64
+	rk *rank // the rank of c's that looked it up; nil for the consumer itself
+}
+
+// name is whose batch the key names, for messages.
+func (k batchKey) name() string {
+	if k.rk != nil {
+		return RankName(k.c.name, k.rk.n)
+	}
+	return k.c.name
 }
 
 // Reservation is room in the buffer promised to one batch being written.

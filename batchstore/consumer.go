@@ -54,12 +54,15 @@ type split struct {
 type consumer struct {
 	name        string
 	id          int
-	placement   // where its batches lie in the producer's stream
-	holding     // what it has open and has consumed
-	lifecycle   // joined, left, evicted
-	clocks      // the eviction and deadlock conditions (evict.go)
-	readStats   // what it read and waited, for status
-	subsetState // what it trains on
+	placement          // where its batches lie in the producer's stream
+	holding            // what it has open and has consumed
+	lifecycle          // joined, left, evicted
+	clocks             // the eviction and deadlock conditions (evict.go)
+	readStats          // what it read and waited, for status
+	subsetState        // what it trains on
+	group       *group // its ranks, where it is a group (group.go); nil for one reader
+	// dropLast: as a group, an epoch's uneven tail is dropped, not padded.
+	dropLast bool
 }
 
 // placement is where a consumer's batches lie in the producer's stream:
@@ -222,6 +225,13 @@ func (s *Store) Leave(name string) error {
 	if !ok {
 		return fmt.Errorf("leave %q: %w", name, ErrNoConsumer)
 	}
+	if g := c.group; g != nil {
+		for _, rk := range g.ranks {
+			if rk != nil && !rk.left {
+				return fmt.Errorf("leave %q: rank %d is still there (rmdir its directory first): %w", name, rk.n, ErrNotEmpty)
+			}
+		}
+	}
 	c.left = true
 	delete(s.ros.consumers, name)
 	s.dem.wantsChanged()
@@ -255,9 +265,34 @@ func (s *Store) SetBatchSize(name string, n int) error {
 	if !ok {
 		return fmt.Errorf("batch size of %s: %w", name, ErrNoConsumer)
 	}
+	if g := c.group; g != nil { // a group: n is each rank's
+		switch {
+		case n == g.perRank:
+			return nil
+		case g.claimed > 0 || c.started:
+			return fmt.Errorf("batch size %d for %s: its ranks joined with batch size %d: %w", n, name, g.perRank, ErrBusy)
+		}
+		if err := s.ros.fitRound(c, n, g.world); err != nil {
+			return err
+		}
+		g.perRank, c.batchSize = n, n*g.world
+		c.batches = plan.BatchList{}
+		return nil
+	}
 	if c.started {
 		return fmt.Errorf("batch size of %s: already reading: %w", name, ErrBusy)
 	}
+	if err := s.checkBatchSize(name, n); err != nil {
+		return err
+	}
+	c.batchSize = n
+	c.batches = plan.BatchList{} // a listing may have computed some in the batch size before
+	return nil
+}
+
+// checkBatchSize refuses a consumer batch size of n that is out of range
+// or would not fit in the buffer. callers hold Store.mu.
+func (s *Store) checkBatchSize(name string, n int) error {
 	if n < 1 || n > MaxBatchSize {
 		return fmt.Errorf("batch size %d for %s: must be 1 to %d: %w", n, name, MaxBatchSize, ErrBadBatchSize)
 	}
@@ -273,8 +308,6 @@ func (s *Store) SetBatchSize(name string, n int) error {
 		return fmt.Errorf("batch size %d for %s: spans %d producer batches, and only %d can be held at once (GPU slabs): %w",
 			n, name, spans, s.cfg.MaxBatches, ErrBadBatchSize)
 	}
-	c.batchSize = n
-	c.batches = plan.BatchList{} // a listing may have computed some in the batch size before
 	return nil
 }
 
@@ -285,6 +318,9 @@ func (s *Store) BatchSize(name string) (int, error) {
 	c, ok := s.ros.consumers[name]
 	if !ok {
 		return 0, ErrNoConsumer
+	}
+	if c.group != nil {
+		return c.group.perRank, nil
 	}
 	return c.batchSize, nil
 }

@@ -49,6 +49,8 @@ var (
 	// ErrFinal: a write or truncation of an ingested batch after its
 	// writer's close published or refused it: its bytes are final.
 	ErrFinal = errors.New("the batch was published or refused at its writer's close: its bytes are final")
+	// ErrNotEmpty: a group whose ranks have not all left.
+	ErrNotEmpty = errors.New("a group with ranks that have not left")
 	// ErrWriting: another writer has the next ingested batch open.
 	ErrWriting = errors.New("batch being written by another writer")
 )

@@ -156,6 +156,8 @@ func (ev *evictor) updateClocks(c *consumer, ck *evictionCheck) {
 func (ev *evictor) deadlockOf(c *consumer, ck *evictionCheck) (reason string, mapped bool) {
 	s := ev.s
 	switch {
+	case ck.over(c.selfBlocked) && c.group != nil:
+		return c.group.laggards(ck.Timeout), false
 	case ck.over(c.selfBlocked) && len(c.handles) > 0:
 		return fmt.Sprintf("read or unlink batch %d first, or hold fewer open", c.low), false
 	case ck.over(c.selfBlocked):
@@ -174,6 +176,10 @@ func (ev *evictor) deadlockOf(c *consumer, ck *evictionCheck) (reason string, ma
 // the straggler policy evict: its waits fail instead, and it may recover.
 func evictionFor(c *consumer, ck *evictionCheck, deadlock string) string {
 	switch {
+	case c.group != nil && deadlock != "":
+		// Its ranks wait on one that does not read: a DDP training would
+		// hang in its next step. Every rank's lookup fails at once.
+		return "group failed: " + deadlock
 	case ck.Straggler == Evict && ck.over(c.selfBlocked):
 		return fmt.Sprintf("waited %s for a batch the full buffer could not make while it held back the buffer's oldest batch (straggler policy evict)", ck.Timeout)
 	case deadlock != "":

@@ -3,6 +3,7 @@ package batchstore
 import (
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/tsock/tsock/batchstore/internal/plan"
@@ -13,6 +14,8 @@ import (
 type Lease struct {
 	s        *Store
 	c        *consumer
+	rk       *rank  // the rank charged, for a rank's batch (c is its group)
+	round    uint64 // c's round that rank batch j is a share of
 	j        uint64
 	batches  []*batch
 	released bool
@@ -30,6 +33,9 @@ func (s *Store) Open(seq uint64, caller CallerID) (*Lease, error) {
 	k, err := b.opener(caller)
 	if err != nil {
 		return nil, fmt.Errorf("open batch %d: %w", seq, err)
+	}
+	if k.rk != nil {
+		return s.ros.leaseShare(k.c, k.rk, k.j)
 	}
 	return s.ros.lease(k.c, k.j)
 }
@@ -52,7 +58,7 @@ func (b *batch) opener(caller CallerID) (batchKey, error) {
 		case !found:
 			k, found = l, true
 		case l != k:
-			return batchKey{}, fmt.Errorf("opened without a lookup, and %s and %s both looked it up: open it by its path (%w)", k.c.name, l.c.name, ErrAmbiguous)
+			return batchKey{}, fmt.Errorf("opened without a lookup, and %s and %s both looked it up: open it by its path (%w)", k.name(), l.name(), ErrAmbiguous)
 		}
 	}
 	if !found {
@@ -103,6 +109,13 @@ func (s *Store) OpenBatch(name string, local uint64) (*Lease, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
+	if _, _, isRank := splitRank(name); isRank {
+		c, rk, err := s.ros.findRank(name)
+		if err != nil {
+			return nil, fmt.Errorf("open %w", err)
+		}
+		return s.ros.leaseShare(c, rk, local)
+	}
 	c, ok := s.ros.consumers[name]
 	if !ok {
 		return nil, fmt.Errorf("open %s/%d: %w", name, local, ErrNoConsumer)
@@ -150,7 +163,10 @@ func (l *Lease) Blobs() map[uint64]Blob {
 // Consumer is the name of the consumer the lease is charged to ("" for a
 // Hold).
 func (l *Lease) Consumer() string {
-	if l.c == nil {
+	switch {
+	case l.rk != nil:
+		return RankName(l.c.name, l.rk.n)
+	case l.c == nil:
 		return ""
 	}
 	return l.c.name
@@ -173,7 +189,18 @@ func (l *Lease) Release() {
 	for _, b := range l.batches {
 		b.leases--
 	}
-	if l.c != nil { // a consumer's, not a Hold
+	switch {
+	case l.rk != nil: // a rank's: its group's round stays open until every rank is done
+		l.rk.handles[l.j]--
+		if l.rk.handles[l.j] <= 0 {
+			delete(l.rk.handles, l.j)
+			s.ros.consumeShare(l.c, l.rk, l.j)
+		}
+		l.c.handles[l.round]--
+		if l.c.handles[l.round] <= 0 {
+			delete(l.c.handles, l.round)
+		}
+	case l.c != nil: // a consumer's, not a Hold
 		l.c.handles[l.j]--
 		if l.c.handles[l.j] <= 0 {
 			delete(l.c.handles, l.j)
@@ -194,24 +221,8 @@ func (ro *roster) consume(c *consumer, j uint64) {
 		return
 	}
 	c.progress = time.Now()
-	c.batchesRead++
-	c.samplesRead += cb.Samples()
-	if pieces, _, err := ro.pieces(cb); err == nil {
-		c.bytesRead += s.cfg.Measure(pieces)
-	}
-	if cb.Epoch != c.lastEpoch {
-		c.epochSamples = 0
-	}
-	c.epochSamples += cb.Samples()
-	c.lastEpoch = cb.Epoch
-	c.done[j] = struct{}{}
-	for {
-		if _, ok := c.done[c.low]; !ok {
-			break
-		}
-		delete(c.done, c.low)
-		c.low++
-	}
+	ro.counted(&c.readStats, cb)
+	c.low = markDone(c.done, c.low, j)
 	c.batches.DropBelow(c.low)
 	done := ro.pastTheEnd(c, c.low)
 	if done { // read everything: its split binds no more epochs
@@ -296,6 +307,9 @@ func (ro *roster) lowSample(c *consumer) uint64 {
 func (s *Store) Unlink(name string, local uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, _, isRank := splitRank(name); isRank {
+		return s.ros.unlinkShare(name, local)
+	}
 	c, ok := s.ros.consumers[name]
 	if !ok {
 		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNoConsumer)
@@ -310,4 +324,81 @@ func (s *Store) Unlink(name string, local uint64) error {
 		s.ros.consume(c, local)
 	}
 	return nil
+}
+
+// leaseShare pins the producer batches of rank rk's batch j (a share of
+// group c's round). callers hold Store.mu.
+func (ro *roster) leaseShare(c *consumer, rk *rank, j uint64) (*Lease, error) {
+	s := ro.s
+	share, ok := ro.shareOf(c, rk, j)
+	if !ok || !c.active() || rk.left || rk.isDone(j) {
+		return nil, fmt.Errorf("open %s/%d: %w", RankName(c.name, rk.n), j, ErrNotFound)
+	}
+	l := &Lease{s: s, c: c, rk: rk, round: c.group.rounds[j-c.group.base], j: j}
+	for _, sp := range share.Spans() {
+		for x := sp.From; x < sp.To; {
+			b := s.buf.batchAt(x)
+			if b == nil {
+				return nil, fmt.Errorf("open %s/%d: sample %d no longer held: %w", RankName(c.name, rk.n), j, x, ErrNotFound)
+			}
+			if !slices.Contains(l.batches, b) {
+				l.batches = append(l.batches, b)
+			}
+			x = min(sp.To, b.end())
+		}
+	}
+	for _, b := range l.batches {
+		b.leases++
+	}
+	rk.handles[j]++
+	c.handles[l.round]++
+	rk.progress = time.Now()
+	c.progress = time.Now()
+	return l, nil
+}
+
+// unlinkShare is Unlink for a rank. callers hold Store.mu.
+func (ro *roster) unlinkShare(name string, local uint64) error {
+	c, rk, err := ro.findRank(name)
+	if err != nil {
+		return fmt.Errorf("unlink %w", err)
+	}
+	if c.evicted != "" {
+		return fmt.Errorf("unlink %s/%d: %s: %w", name, local, c.evicted, ErrEvicted)
+	}
+	if _, ok := ro.shareOf(c, rk, local); !ok || rk.isDone(local) {
+		return fmt.Errorf("unlink %s/%d: %w", name, local, ErrNotFound)
+	}
+	if rk.handles[local] == 0 {
+		ro.consumeShare(c, rk, local)
+	}
+	return nil
+}
+
+// counted adds consumed batch cb to what a reader read. callers hold
+// Store.mu.
+func (ro *roster) counted(rs *readStats, cb plan.Batch) {
+	rs.batchesRead++
+	rs.samplesRead += cb.Samples()
+	if pieces, _, err := ro.pieces(cb); err == nil {
+		rs.bytesRead += ro.s.cfg.Measure(pieces)
+	}
+	if cb.Epoch != rs.lastEpoch {
+		rs.epochSamples = 0
+	}
+	rs.epochSamples += cb.Samples()
+	rs.lastEpoch = cb.Epoch
+}
+
+// markDone records batch j consumed in done and returns the new lowest
+// unconsumed batch number from low: consumption may run out of order.
+func markDone(done map[uint64]struct{}, low, j uint64) uint64 {
+	done[j] = struct{}{}
+	for {
+		if _, ok := done[low]; !ok {
+			return low
+		}
+		delete(done, low)
+		low++
+	}
 }

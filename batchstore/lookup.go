@@ -102,9 +102,15 @@ func (ro *roster) pastTheEnd(c *consumer, j uint64) bool {
 func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller CallerID) (Ref, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, _, isRank := splitRank(name); isRank {
+		return s.lookupRank(ctx, name, local, caller)
+	}
 	c, ok := s.ros.consumers[name]
 	if !ok {
 		return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, ErrNoConsumer)
+	}
+	if c.group != nil {
+		return Ref{}, fmt.Errorf("lookup %s/%d: a group: its ranks read its batches: %w", name, local, ErrNotFound)
 	}
 	if !c.started {
 		if err := s.ros.decide(c); err != nil {
@@ -142,7 +148,7 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 				return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
 			}
 			if ref.Direct {
-				s.buf.held[ref.Seq].lookups[caller] = batchKey{c, local}
+				s.buf.held[ref.Seq].lookups[caller] = batchKey{c: c, j: local}
 			}
 			return ref, nil
 		}
@@ -258,11 +264,14 @@ func (ro *roster) waitFor(ctx context.Context, c *consumer) error {
 func (s *Store) Pending(name string) ([]Ref, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, _, isRank := splitRank(name); isRank {
+		return s.ros.pendingShares(name)
+	}
 	c, ok := s.ros.consumers[name]
 	if !ok {
 		return nil, fmt.Errorf("list %s: %w", name, ErrNoConsumer)
 	}
-	if !c.active() {
+	if !c.active() || c.group != nil {
 		return nil, nil
 	}
 	var refs []Ref

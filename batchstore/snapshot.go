@@ -75,6 +75,30 @@ type ConsumerSnapshot struct {
 	Evicted      string   // why it was evicted, "" if it was not
 	Deadlock     string   // why its waits fail with ErrDeadlock, "" while they may wait
 	Caller       CallerID // the thread that last looked up one of its batches, 0 before any
+	// World: its ranks, where it is a group (0 where it is not); a rank's
+	// own snapshot (GROUP/R) has its group's World and its Rank, and the
+	// group's has every rank's progress in Ranks. Missing: the ranks that
+	// have not joined yet, which every rank waits for.
+	World    int
+	DropLast bool
+	Rank     int
+	Ranks    []RankSnapshot
+	Missing  []int
+}
+
+// RankSnapshot is one rank of a group: its own progress.
+type RankSnapshot struct {
+	Rank         int
+	Position     uint64 // its own number of the next batch to consume
+	Epoch        int    // its own epoch of the last batch consumed, -1 before any
+	EpochSamples uint64
+	BatchesRead  uint64
+	SamplesRead  uint64
+	BytesRead    int64
+	OpenBatches  int
+	Waiting      bool
+	Alive        bool // its process holds its alive file open
+	Done         bool // it has read to its end
 }
 
 // Snapshot returns the current state.
@@ -111,6 +135,13 @@ func (s *Store) Snapshot() Snapshot {
 func (s *Store) ConsumerSnapshot(name string) (ConsumerSnapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, _, isRank := splitRank(name); isRank {
+		c, rk, err := s.ros.findRank(name)
+		if err != nil {
+			return ConsumerSnapshot{}, err
+		}
+		return s.ros.rankSnapshot(c, rk), nil
+	}
 	c, ok := s.ros.consumers[name]
 	if !ok {
 		return ConsumerSnapshot{}, ErrNoConsumer
@@ -131,6 +162,16 @@ func (ro *roster) consumerSnapshot(c *consumer) ConsumerSnapshot {
 		Deadlock: c.deadlock,
 		Caller:   c.caller,
 	}
+	if g := c.group; g != nil {
+		cs.World, cs.DropLast, cs.BatchSize = g.world, c.dropLast, g.perRank
+		for r, rk := range g.ranks {
+			if rk == nil {
+				cs.Missing = append(cs.Missing, r)
+				continue
+			}
+			cs.Ranks = append(cs.Ranks, ro.rankProgress(c, rk))
+		}
+	}
 	k := max(c.lastEpoch, 0)
 	sub := c.subsetFor(k)
 	cs.Subset, cs.SubsetLen = sub.Form(), sub.Len()
@@ -150,5 +191,26 @@ func (ro *roster) consumerSnapshot(c *consumer) ConsumerSnapshot {
 			cs.LagBytes += b.blob.Size()
 		}
 	}
+	return cs
+}
+
+// rankProgress is rk's own progress. callers hold Store.mu.
+func (ro *roster) rankProgress(c *consumer, rk *rank) RankSnapshot {
+	return RankSnapshot{
+		Rank: rk.n, Position: rk.low, Epoch: rk.lastEpoch, EpochSamples: rk.epochSamples,
+		BatchesRead: rk.batchesRead, SamplesRead: rk.samplesRead, BytesRead: rk.bytesRead,
+		OpenBatches: len(rk.handles), Waiting: rk.waiting > 0, Alive: rk.alive > 0, Done: rk.ended,
+	}
+}
+
+// rankSnapshot is rank rk's snapshot: its group's, with the rank's own
+// progress. callers hold Store.mu.
+func (ro *roster) rankSnapshot(c *consumer, rk *rank) ConsumerSnapshot {
+	cs := ro.consumerSnapshot(c)
+	p := ro.rankProgress(c, rk)
+	cs.Name, cs.Rank, cs.Ranks = RankName(c.name, rk.n), rk.n, nil
+	cs.Position, cs.Epoch, cs.EpochSamples = p.Position, p.Epoch, p.EpochSamples
+	cs.BatchesRead, cs.SamplesRead, cs.BytesRead = p.BatchesRead, p.SamplesRead, p.BytesRead
+	cs.OpenBatches, cs.Waiting, cs.Done, cs.Caller = p.OpenBatches, p.Waiting, p.Done, rk.caller
 	return cs
 }

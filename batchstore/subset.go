@@ -105,6 +105,14 @@ func (s *Store) SetSubset(name string, sub *Subset) error {
 	if !ok {
 		return fmt.Errorf("subset of %s: %w", name, ErrNoConsumer)
 	}
+	if g := c.group; g != nil && (g.claimed > 0 || c.started) {
+		// Every rank reads the same rounds: what they train on is fixed
+		// once they joined (the same subset may be written again).
+		if sub.Form() == c.subset.Form() && sub.Len() == c.subset.Len() {
+			return nil
+		}
+		return fmt.Errorf("subset %s of %s: its ranks joined with subset %s: %w", sub.Form(), name, c.subset.Form(), ErrBusy)
+	}
 	if sub != nil {
 		if err := s.ros.checkSubset(c, sub); err != nil {
 			return fmt.Errorf("subset %s of %s: %w", sub.Form(), name, err)

@@ -21,6 +21,12 @@ func (c ConsumerSnapshot) Text() string {
 	}
 	fmt.Fprintf(&b, "joined at: producer epoch %d, sample %d (%s)\n", c.JoinedEpoch, c.JoinedPos, how)
 	fmt.Fprintf(&b, "batch size: %d\n", c.BatchSize)
+	if c.World > 0 {
+		fmt.Fprintf(&b, "world: %d ranks (%s)\n", c.World, dropText(c.DropLast))
+	}
+	for _, r := range c.Ranks {
+		fmt.Fprintf(&b, "rank %d: position %d, epoch %s, %d batches read%s\n", r.Rank, r.Position, epochText(r.Epoch), r.BatchesRead, rankState(r))
+	}
 	if c.ShortBatches > 0 {
 		fmt.Fprintf(&b, "short batches: %d (its subset is sparse for the buffer: raise the buffer size for full ones)\n", c.ShortBatches)
 	}
@@ -77,6 +83,8 @@ func (c ConsumerSnapshot) state() string {
 		return "evicted: " + c.Evicted
 	case c.Done:
 		return "done"
+	case c.Waiting && len(c.Missing) > 0:
+		return fmt.Sprintf("waiting for ranks %v of %d to join", c.Missing, c.World)
 	case c.Waiting:
 		// Where a producer died (an outside one, through ingest/), this is
 		// how long nothing came.
@@ -91,4 +99,21 @@ func epochText(e int) string {
 		return "none yet"
 	}
 	return fmt.Sprint(e)
+}
+
+func dropText(drop bool) string {
+	if drop {
+		return "an epoch's uneven tail dropped"
+	}
+	return "an epoch's uneven tail padded"
+}
+
+func rankState(r RankSnapshot) string {
+	switch {
+	case r.Done:
+		return ", done"
+	case r.Waiting:
+		return ", waiting"
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,8 +44,12 @@ func parseBatchName(name string) (local uint64, cuda bool, ok bool) {
 	return n, cuda, true
 }
 
-// controlNames are the files of a consumer directory that are not batches.
-var controlNames = map[string]bool{"status": true, "state": true, "batch_size": true, "subset": true}
+// controlNames are the files of a consumer directory that are not
+// batches; rankControlNames those of a rank's (consumers/GROUP/R).
+var (
+	controlNames     = map[string]bool{"status": true, "state": true, "batch_size": true, "subset": true, "world": true, "drop_last": true}
+	rankControlNames = map[string]bool{"status": true, "state": true, "alive": true}
+)
 
 // consumerDir is consumers/NAME. It belongs to the user who made it: only
 // that user (and root) may list it, read its batches, set its batch size
@@ -52,8 +57,9 @@ var controlNames = map[string]bool{"status": true, "state": true, "batch_size": 
 type consumerDir struct {
 	readOnlyDir
 	fs       *fileSystem
-	name     string
+	name     string // the store's: NAME, or GROUP/R for a rank
 	uid, gid uint32
+	controls map[string]bool // its files that are not batches
 }
 
 var (
@@ -62,6 +68,8 @@ var (
 	_ = (fusefs.NodeReaddirer)((*consumerDir)(nil))
 	_ = (fusefs.NodeUnlinker)((*consumerDir)(nil))
 	_ = (fusefs.NodeGetattrer)((*consumerDir)(nil))
+	_ = (fusefs.NodeMkdirer)((*consumerDir)(nil))
+	_ = (fusefs.NodeRmdirer)((*consumerDir)(nil))
 )
 
 func (d *consumerDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -88,9 +96,15 @@ func (d *consumerDir) OnAdd(ctx context.Context) {
 		}}
 		d.AddChild(name, d.NewPersistentInode(ctx, file, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
 	}
-	batchSize := d.batchSizeFile()
-	batchSize.uid, batchSize.gid = d.uid, d.gid // its owner may write it
-	d.AddChild("batch_size", d.NewPersistentInode(ctx, batchSize, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+	if d.controls["alive"] { // a rank's
+		alive := &aliveFile{fs: d.fs, name: d.name, uid: d.uid, gid: d.gid}
+		d.AddChild("alive", d.NewPersistentInode(ctx, alive, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+		return
+	}
+	for name, f := range map[string]*controlFile{"batch_size": d.batchSizeFile(), "world": d.worldFile(), "drop_last": d.dropLastFile()} {
+		f.uid, f.gid = d.uid, d.gid // its owner may write it
+		d.AddChild(name, d.NewPersistentInode(ctx, f, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
+	}
 	subset := d.subsetFile()
 	subset.uid, subset.gid = d.uid, d.gid
 	d.AddChild("subset", d.NewPersistentInode(ctx, subset, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
@@ -106,7 +120,10 @@ func callerID(ctx context.Context) batchstore.CallerID {
 
 // Lookup blocks until the batch is published.
 func (d *consumerDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	if controlNames[name] {
+	if _, ok := parseRank(name); ok {
+		return d.lookupRank(name, out)
+	}
+	if d.controls[name] {
 		child := d.GetChild(name)
 		child.Operations().(interface {
 			fillAttr(*fuse.Attr) syscall.Errno
@@ -132,8 +149,12 @@ func (d *consumerDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Er
 	if err != nil {
 		return nil, errno(err)
 	}
-	entries := []fuse.DirEntry{{Name: "status", Mode: syscall.S_IFREG}, {Name: "state", Mode: syscall.S_IFREG},
-		{Name: "batch_size", Mode: syscall.S_IFREG}, {Name: "subset", Mode: syscall.S_IFREG}}
+	var entries []fuse.DirEntry
+	for name := range d.controls {
+		entries = append(entries, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG})
+	}
+	slices.SortFunc(entries, func(a, b fuse.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	entries = append(entries, d.rankEntries()...)
 	for _, ref := range refs {
 		ino := batchIno(ref.Seq)
 		if !ref.Direct {
@@ -151,7 +172,7 @@ func (d *consumerDir) Readdir(ctx context.Context) (fusefs.DirStream, syscall.Er
 func (d *consumerDir) Unlink(ctx context.Context, name string) syscall.Errno {
 	local, cuda, ok := parseBatchName(name)
 	if !ok || (cuda && d.fs.opts.CUDA == nil) {
-		if controlNames[name] {
+		if d.controls[name] {
 			return syscall.EPERM
 		}
 		return syscall.ENOENT

@@ -32,7 +32,7 @@ func (d *consumersDir) Mkdir(ctx context.Context, name string, mode uint32, out 
 	if err := d.fs.store.Join(name); err != nil {
 		return nil, errno(err)
 	}
-	dir := &consumerDir{fs: d.fs, name: name}
+	dir := &consumerDir{fs: d.fs, name: name, controls: controlNames}
 	if c, ok := fuse.FromContext(ctx); ok {
 		dir.uid, dir.gid = c.Uid, c.Gid
 	}

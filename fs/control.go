@@ -82,9 +82,15 @@ func (h *controlHandle) Write(ctx context.Context, data []byte, off int64) (uint
 
 // batchSizeFile is consumers/NAME/batch_size.
 func (d *consumerDir) batchSizeFile() *controlFile {
+	return d.numberFile(d.fs.store.BatchSize, d.fs.store.SetBatchSize)
+}
+
+// numberFile is a control file of one whole number of the consumer's,
+// read with get and written with set.
+func (d *consumerDir) numberFile(get func(string) (int, error), set func(string, int) error) *controlFile {
 	return &controlFile{
 		textFile: textFile{render: func() ([]byte, error) {
-			n, err := d.fs.store.BatchSize(d.name)
+			n, err := get(d.name)
 			if err != nil {
 				return nil, err
 			}
@@ -95,7 +101,7 @@ func (d *consumerDir) batchSizeFile() *controlFile {
 			if err != nil {
 				return errBadValue
 			}
-			return d.fs.store.SetBatchSize(d.name, n)
+			return set(d.name, n)
 		},
 	}
 }

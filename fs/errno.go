@@ -29,9 +29,11 @@ func errno(err error) syscall.Errno {
 		return syscall.EIO // the consumer's status (or status) says why
 	case errors.Is(err, batchstore.ErrBusy), errors.Is(err, batchstore.ErrWriting), errors.Is(err, batchstore.ErrAmbiguous):
 		return syscall.EBUSY
-	case errors.Is(err, batchstore.ErrBadName), errors.Is(err, batchstore.ErrBadBatchSize), errors.Is(err, batchstore.ErrBadSubset), errors.Is(err, errBadValue),
+	case errors.Is(err, batchstore.ErrBadName), errors.Is(err, batchstore.ErrBadBatchSize), errors.Is(err, batchstore.ErrBadSubset), errors.Is(err, errBadValue), errors.Is(err, batchstore.ErrBadRank),
 		errors.Is(err, batchstore.ErrBadBatch):
 		return syscall.EINVAL
+	case errors.Is(err, batchstore.ErrNotEmpty):
+		return syscall.ENOTEMPTY
 	case errors.Is(err, batchstore.ErrClosed):
 		return syscall.ESHUTDOWN
 	case errors.Is(err, batchstore.ErrFinal):

@@ -63,7 +63,8 @@ func TestBadMkdir(t *testing.T) {
 			{"consumers/-dash", syscall.EINVAL},
 			{"consumers/" + strings.Repeat("x", 65), syscall.EINVAL},
 			{"newdir", syscall.EROFS},
-			{"consumers/a/sub", syscall.EROFS},
+			{"consumers/a/sub", syscall.EINVAL}, // only a rank's number, in a group
+			{"consumers/a/0", syscall.EINVAL},   // a is not a group
 		} {
 			if err := tr.Mkdir(tc.path); !errors.Is(err, tc.want) {
 				t.Errorf("mkdir %s: got %v, want %v", tc.path, err, tc.want)
@@ -208,7 +209,7 @@ func TestListingShowsUnconsumedBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Join(names, " ") != "000001.safetensors 000002.safetensors batch_size state status subset" {
+		if strings.Join(names, " ") != "000001.safetensors 000002.safetensors batch_size drop_last state status subset world" {
 			t.Fatalf("ls: %v", names)
 		}
 		if size, err := tr.Size("consumers/a/000002.safetensors"); err != nil || size != int64(len(content(2))) {

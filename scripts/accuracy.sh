@@ -14,7 +14,8 @@
 # shuffle (scripts/python/mixstats.py: distinct labels a batch, labels
 # shared by consecutive batches, a label's spread over the epoch). Prints each run's validation accuracy and a table: mean
 # (min-max) over the seeds, and each side's difference from the
-# DataLoader's, seed by seed.
+# DataLoader's, seed by seed. Then the same for a data-parallel trial of
+# 2 and of 4 ranks: DistributedSampler against a mount's group.
 #
 #   scripts/accuracy.sh [TRAIN_IMAGES] [SEEDS] [EPOCHS] [OPTIMIZER]   default 600, 5, 6, sgd
 #
@@ -90,3 +91,11 @@ done
 /usr/bin/python3 scripts/python/accuracy.py --train "$work/train" --val "$work/val" \
 	--shards "$spec" --shard-memory "$memory" --parquet "$pspec" --parquet-memory "$pmemory" \
 	--sides dataloader,folder,shards,parquet --seeds "$seeds" --epochs "$epochs" --optimizer "$optimizer" --tsock "$work/tsock"
+# A data-parallel trial (torch DDP, gloo on CPU) of 2 and of 4 ranks:
+# DistributedSampler over the folder against one mount whose ranks join
+# as a group, paired over the same seeds (scripts/python/ddp_accuracy.py;
+# each run also checks every epoch was dealt exactly, equal steps a rank).
+for world in 2 4; do
+	/usr/bin/python3 scripts/python/ddp_accuracy.py --train "$work/train" --val "$work/val" --world "$world" \
+		--seeds "$seeds" --epochs "$epochs" --image-size 64 --batch-size $((32 / world)) --tsock "$work/tsock"
+done

@@ -77,6 +77,13 @@ fi
 if [[ ! -e /dev/fuse ]]; then
 	modprobe fuse 2>/dev/null || echo "setup: WARNING: no /dev/fuse: mounting will fail" >&2
 fi
+# fusermount3, which mounts for a user without root, opens /etc/mtab; a
+# Debian booted by systemd has it (a link to the kernel's table), a bare
+# one (debootstrap, some container images) does not, and every mount
+# without root then fails with "failed to open /etc/mtab".
+if [[ ! -e /etc/mtab ]]; then
+	ln -s ../proc/self/mounts /etc/mtab
+fi
 
 # The Python client, installed as the README says, into a venv that sees
 # Debian's numpy and torch (the system interpreter is externally managed):

@@ -263,6 +263,28 @@ type consumerDoc struct {
 	GPUPid    int    `json:"gpu_pid,omitempty"`
 	// StateText says State for people (why evicted, since when waiting).
 	StateText string `json:"state_text"`
+	// World: its ranks where it is a group (consumers/NAME/world), 0
+	// where it is not; DropLast how an epoch's uneven tail is dealt; Ranks
+	// each joined rank's progress; Missing the rank numbers not joined
+	// yet (every rank waits for them). BatchSize is then each rank's.
+	World    int       `json:"world,omitempty"`
+	DropLast bool      `json:"drop_last,omitempty"`
+	Ranks    []rankDoc `json:"ranks,omitempty"`
+	Missing  []int     `json:"missing,omitempty"`
+}
+
+// rankDoc is one rank of a group (consumers/NAME/R).
+type rankDoc struct {
+	Rank        int    `json:"rank"`
+	State       string `json:"state"` // reading, waiting, done
+	Position    uint64 `json:"position"`
+	Epoch       int    `json:"epoch"`
+	EpochDone   uint64 `json:"epoch_done"`
+	BatchesRead uint64 `json:"batches_read"`
+	SamplesRead uint64 `json:"samples_read"`
+	BytesRead   int64  `json:"bytes_read"`
+	OpenBatches int    `json:"open_batches"`
+	Alive       bool   `json:"alive"` // its process holds consumers/NAME/R/alive open
 }
 
 type gpuDoc struct {
@@ -385,6 +407,18 @@ func (d *daemon) consumerDoc(cs batchstore.ConsumerSnapshot, epochLen uint64) co
 	doc.EpochDone = cs.EpochSamples
 	if cs.Done && epochLen > 0 {
 		doc.EpochDone = epochLen // skipped samples leave its last epoch short
+	}
+	doc.World, doc.DropLast, doc.Missing = cs.World, cs.DropLast, cs.Missing
+	for _, r := range cs.Ranks {
+		state := "reading"
+		switch {
+		case r.Done:
+			state = "done"
+		case r.Waiting:
+			state = "waiting"
+		}
+		doc.Ranks = append(doc.Ranks, rankDoc{Rank: r.Rank, State: state, Position: r.Position, Epoch: r.Epoch, EpochDone: r.EpochSamples,
+			BatchesRead: r.BatchesRead, SamplesRead: r.SamplesRead, BytesRead: r.BytesRead, OpenBatches: r.OpenBatches, Alive: r.Alive})
 	}
 	return doc
 }

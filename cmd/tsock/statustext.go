@@ -101,6 +101,9 @@ func statusText(doc statusDoc) string {
 	fmt.Fprintf(&b, "consumers: %d\n", len(doc.Consumers))
 	for _, cs := range doc.Consumers {
 		fmt.Fprintf(&b, "  %s\n", consumerLine(cs))
+		for _, r := range cs.Ranks {
+			fmt.Fprintf(&b, "    rank %d of %d: %s, position %d, epoch %s, read %d batches\n", r.Rank, cs.World, r.State, r.Position, epochText(r.Epoch), r.BatchesRead)
+		}
 	}
 	return b.String()
 }
@@ -204,9 +207,20 @@ func consumerLine(cs consumerDoc) string {
 	if cs.Epoch >= 0 {
 		epoch = strconv.Itoa(cs.Epoch)
 	}
+	name := cs.Name
+	if cs.World > 0 {
+		name = fmt.Sprintf("%s (a group of %d ranks, batch size %d each)", cs.Name, cs.World, cs.BatchSize)
+	}
 	return fmt.Sprintf("%s: %s, subset %s, position %d, epoch %s, lag %d, read %d batches (%s)",
-		cs.Name, cs.StateText, subset, cs.Position, epoch, cs.Lag, cs.BatchesRead, humanize.IBytes(uint64(cs.BytesRead)))
+		name, cs.StateText, subset, cs.Position, epoch, cs.Lag, cs.BatchesRead, humanize.IBytes(uint64(cs.BytesRead)))
 }
 
 // seconds is a document's seconds as a duration, to the nanosecond.
 func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+
+func epochText(e int) string {
+	if e < 0 {
+		return "none yet"
+	}
+	return strconv.Itoa(e)
+}

@@ -181,12 +181,17 @@ def main():
             a = train(args, side, seed, classes)
             acc[side].append(a)
             print(json.dumps({"side": side, "seed": seed, "accuracy": a}), flush=True)
-    base = acc.get("dataloader")
-    print(f"\n| side | validation accuracy, mean (min-max) over {args.seeds} seeds | minus the DataLoader's, mean (min-max, per seed) |")
+    table(acc, "dataloader", "side", "the DataLoader's", args.seeds)
+
+
+def table(acc, base_side, label, base_name, seeds):
+    """Each side's mean accuracy (min-max) over the seeds, and its
+    difference from base_side's, seed by seed, as a Markdown table."""
+    base = acc.get(base_side)
+    print(f"\n| {label} | validation accuracy, mean (min-max) over {seeds} seeds | minus {base_name}, mean (min-max, per seed) |")
     print("|---|---|---|")
-    for side in sides:
-        a = acc[side]
-        diff = "" if side == "dataloader" or not base else (
+    for side, a in acc.items():
+        diff = "" if side == base_side or not base else (
             f"{statistics.mean(x - y for x, y in zip(a, base)):+.3f} ({min(x - y for x, y in zip(a, base)):+.3f} to {max(x - y for x, y in zip(a, base)):+.3f})")
         print(f"| {side} | {statistics.mean(a):.3f} ({min(a):.3f}-{max(a):.3f}) | {diff} |")
 

@@ -35,7 +35,8 @@ chmod 0400 "$work/munge/key"
 pids+=("$(cat "$work/munge/pid")")
 
 host=$(hostname -s)
-mem=$(($(free -m | awk '/Mem:/ { print $7 }') - 1024))
+# MemAvailable, in MiB, less a GiB (from the kernel: procps's free is not on a bare Debian).
+mem=$(($(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo) - 1024))
 port=$((20000 + RANDOM % 20000))
 cat >"$work/slurm.conf" <<CONF
 ClusterName=tsocktest

@@ -194,6 +194,66 @@ class ClientTest(unittest.TestCase):
                 again, _ = plain_read(b.path)
                 self.assertNotEqual(again["images"][0, 0, 0, 0], images[0, 0, 0, 0])
 
+    def test_ranks_of_a_group_are_dealt_each_epoch(self):
+        """Two ranks of one training (threads here, processes in DDP) read
+        each epoch between them: every sample once (45 is odd: one
+        padded, as DistributedSampler pads), the same number of batches
+        of their batch size, a new deal each epoch; a third rank, a world
+        that disagrees, or a number claimed twice is refused, saying so."""
+        import threading
+
+        m = self.mount("--batch-size", "8", "--epochs", "2")
+        m.watchdog(120)
+        got, errs = {}, []
+        ranks = [tsock.Consumer(m.dir, name="trial", rank=r, world=2, batch_size=5, timeout=60) for r in range(2)]
+        with self.assertRaisesRegex(tsock.TsockError, "claimed already"):
+            tsock.Consumer(m.dir, name="trial", rank=1, world=2, batch_size=5)
+        with self.assertRaisesRegex(tsock.TsockError, "world '3', the group has '2'"):
+            tsock.Consumer(m.dir, name="trial", rank=2, world=3, batch_size=5)
+        with self.assertRaisesRegex(tsock.TsockError, "batch_size '4', the group has '5'"):
+            tsock.Consumer(m.dir, name="trial", rank=0, world=2, batch_size=4)
+
+        def read(r):
+            try:
+                with ranks[r] as c:
+                    got[r] = [light(e) for e in c.epochs()]
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errs.append(e)
+
+        threads = [threading.Thread(target=read, args=(r,)) for r in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errs, [])
+        self.assertEqual(len(got[0]), 2)
+        for e in range(2):
+            self.assertEqual(len(got[0][e]), len(got[1][e]), f"epoch {e}: the ranks took different steps")
+            idx = np.concatenate([b["indices"] for r in range(2) for b in got[r][e]]).tolist()
+            self.assertEqual(len(idx), 46)  # ceil(45/2) each
+            self.assertEqual(sorted(set(idx)), list(range(self.n)), f"epoch {e}")
+            for r in range(2):
+                self.assertEqual([len(b["labels"]) for b in got[r][e][:-1]], [5] * (len(got[r][e]) - 1))
+        self.assertNotEqual(np.concatenate([b["indices"] for b in got[0][0]]).tolist(),
+                            np.concatenate([b["indices"] for b in got[0][1]]).tolist())
+        self.assertFalse(os.path.exists(m.path("consumers", "trial")), "the last rank to leave removes the group")
+
+    def test_rank_and_world_come_from_torchrun(self):
+        from unittest import mock
+
+        from tsock import ranks
+
+        with mock.patch.dict(os.environ, {"RANK": "3", "WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "abc/1"}):
+            self.assertEqual(ranks.of(None, None), (3, 4))
+            self.assertEqual(ranks.default_name(), "ddp-abc-1")
+        with mock.patch.dict(os.environ, {"RANK": "4", "WORLD_SIZE": "4"}):
+            with self.assertRaisesRegex(tsock.TsockError, "0 to world-1"):
+                ranks.of(None, None)
+        with mock.patch.dict(os.environ, {}, clear=True):
+            self.assertEqual(ranks.of(None, None), (None, None))
+            with self.assertRaisesRegex(tsock.TsockError, "give name="):
+                ranks.default_name()
+
     def test_classes_name_the_labels(self):
         m = self.mount("--batch-size", "8")
         with tsock.Consumer(m.dir) as c:
@@ -384,6 +444,31 @@ class AccuracyTest(unittest.TestCase):
         self.assertGreater(acc["dataloader"], 0.5, out)  # it learns at all
         self.assertGreaterEqual(acc["folder"], acc["dataloader"] - 0.1, out)
         self.assertGreaterEqual(acc["shards"], acc["dataloader"] - 0.1, out)
+
+
+class DDPTest(unittest.TestCase):
+    def test_a_ddp_trial_learns_as_from_distributed_sampler(self):
+        """One trial of 2 DDP ranks (torch.distributed, gloo on CPU),
+        trained from DistributedSampler over the ImageFolder and from one
+        tsock mount whose ranks join as a group (scripts/python/
+        ddp_accuracy.py): both finish (no rank hangs), every epoch of
+        both is dealt exactly with equal steps on every rank, and tsock's
+        validation accuracy is the sampler's within 0.1. A rank reading
+        the whole epoch (the group's deal removed) fails the exactness
+        check; one with a batch more hangs DDP and fails the timeout."""
+        train, val = tempfile.mkdtemp(prefix="tsock-ddp-"), tempfile.mkdtemp(prefix="tsock-ddp-")
+        for d, n in ((train, 400), (val, 120)):
+            subprocess.run([tsock_binary(), "gendata", d, "--images", str(n), "--classes", "8", "--min-side", "48",
+                            "--max-side", "96"], check=True, stdout=subprocess.DEVNULL)
+        out = subprocess.run([PY, os.path.join(ROOT, "scripts", "python", "ddp_accuracy.py"), "--train", train, "--val", val,
+                              "--world", "2", "--seeds", "1", "--epochs", "3", "--image-size", "32", "--batch-size", "16",
+                              "--timeout", "300", "--tsock", tsock_binary()], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        runs = {r["side"]: r for r in (json.loads(line) for line in out.stdout.splitlines() if line.startswith("{"))}
+        self.assertTrue(runs["tsock"]["exact"] and runs["sampler"]["exact"], out.stdout)
+        self.assertEqual(runs["tsock"]["steps"], runs["sampler"]["steps"], out.stdout)  # ceil(200/16) a rank an epoch
+        self.assertGreater(runs["sampler"]["accuracy"], 0.4, out.stdout)  # it learns at all
+        self.assertGreaterEqual(runs["tsock"]["accuracy"], runs["sampler"]["accuracy"] - 0.1, out.stdout)
 
 
 class MixTest(unittest.TestCase):

@@ -44,8 +44,9 @@ from tsock.cuda import CudaArray, cuda_batches
 from tsock.errors import MountClosed, TsockError
 from tsock.ingest import Producer, serve, serve_iterable
 from tsock.loader import TorchLoader, kfold, torch_loader
+from tsock.ranks import GroupFailed
 
-__all__ = ["Batch", "Consumer", "CudaArray", "MountClosed", "Producer", "Ragged", "TorchLoader", "TsockError",
+__all__ = ["Batch", "Consumer", "CudaArray", "GroupFailed", "MountClosed", "Producer", "Ragged", "TorchLoader", "TsockError",
            "cuda_batches", "kfold", "load_batch", "read_classes", "serve", "serve_iterable", "status", "torch_loader"]
 
 

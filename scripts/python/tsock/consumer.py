@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Unio
 import numpy as np
 
 from tsock.batchfile import Path, load_batch
-from tsock import starting, status
+from tsock import ranks, starting, status
 from tsock.control import leave, read_classes, read_text, state
 from tsock.errors import GONE, TsockError
 
@@ -28,11 +28,21 @@ class Consumer:
     (None: no bound; a producer may be slow for good reasons).
     start_timeout: seconds to wait for a mount that is still starting
     (listing or indexing its source), saying so on stderr (None: no bound).
+
+    rank, world: this process is rank `rank` of a data-parallel training
+    of `world` ranks (torch.distributed's numbers; by default RANK and
+    WORLD_SIZE from the environment torchrun and Slurm recipes set). The
+    ranks join consumer `name` (the same on every rank; by default one
+    from torchrun's run id) as one group: each epoch is dealt among them,
+    every sample once, each rank the same number of batches of
+    batch_size; drop_last drops the uneven tail (fewer than world
+    samples) rather than padding it, as DistributedSampler's drop_last.
     """
 
     def __init__(self, mount: Path, name: Optional[str] = None, batch_size: Optional[int] = None,
                  writable: bool = False, subset: Union[None, str, Sequence[int], np.ndarray] = None,
-                 timeout: Optional[float] = None, start_timeout: Optional[float] = starting.START_TIMEOUT) -> None:
+                 timeout: Optional[float] = None, start_timeout: Optional[float] = starting.START_TIMEOUT,
+                 rank: Optional[int] = None, world: Optional[int] = None, drop_last: bool = False) -> None:
         self.mount = os.fspath(mount)
         # timeout: seconds to wait for one batch before giving up (None:
         # as long as it takes). A producer that died (an outside one,
@@ -45,28 +55,40 @@ class Consumer:
         consumers = os.path.join(self.mount, "consumers")
         if not os.path.isdir(consumers):
             raise TsockError(f"{self.mount}: a tsock mount without consumers/ (another version's?)")
-        self.name = name or f"py-{os.getpid()}-{secrets.token_hex(3)}"
-        self.dir = os.path.join(consumers, self.name)
-        try:
-            os.mkdir(self.dir)
-        except FileExistsError:
-            raise TsockError(f"consumer {self.name!r} already exists in {self.mount}: pick another name") from None
-        except OSError as e:
-            raise TsockError(f"join {self.mount} as {self.name!r}: {e.strerror} (names: 1-64 of A-Za-z0-9_.-)") from None
-        self._finalizer = weakref.finalize(self, leave, self.dir)
-        if batch_size is not None:
+        self.rank, self.world = ranks.of(rank, world)
+        self._alive: Optional[int] = None
+        if self.world is not None and self.rank is not None:
+            self.name = name or ranks.default_name()
+            group = os.path.join(consumers, self.name)
+            self.dir = os.path.join(group, str(self.rank))
+            # Nothing to undo until it joined: a refused rank must not
+            # remove what another rank made.
+            self._alive = ranks.join(self.mount, group, self.rank, self.world,
+                                     batch_size=batch_size, drop_last=drop_last, subset=subset)
+            self._finalizer = weakref.finalize(self, ranks.leave, group, self.dir, self._alive)
+        else:
+            self.name = name or f"py-{os.getpid()}-{secrets.token_hex(3)}"
+            self.dir = os.path.join(consumers, self.name)
             try:
-                with open(os.path.join(self.dir, "batch_size"), "w") as f:
-                    f.write(f"{int(batch_size)}\n")
+                os.mkdir(self.dir)
+            except FileExistsError:
+                raise TsockError(f"consumer {self.name!r} already exists in {self.mount}: pick another name") from None
             except OSError as e:
-                self.close()
-                raise TsockError(f"batch size {batch_size!r} for {self.name}: {e.strerror}") from None
-        if subset is not None:
-            try:
-                self.set_subset(subset)
-            except TsockError:
-                self.close()
-                raise
+                raise TsockError(f"join {self.mount} as {self.name!r}: {e.strerror} (names: 1-64 of A-Za-z0-9_.-)") from None
+            self._finalizer = weakref.finalize(self, leave, self.dir)
+            if batch_size is not None:
+                try:
+                    with open(os.path.join(self.dir, "batch_size"), "w") as f:
+                        f.write(f"{int(batch_size)}\n")
+                except OSError as e:
+                    self.close()
+                    raise TsockError(f"batch size {batch_size!r} for {self.name}: {e.strerror}") from None
+            if subset is not None:
+                try:
+                    self.set_subset(subset)
+                except TsockError:
+                    self.close()
+                    raise
         self._suffix = ".safetensors"
         self._load: Callable[[str], Any] = load_batch
         if writable:
@@ -81,6 +103,8 @@ class Consumer:
         self._pending = None  # a batch read ahead to find an epoch's end
 
     def __repr__(self) -> str:
+        if self.world is not None:
+            return f"tsock.Consumer({self.mount!r}, name={self.name!r}, rank={self.rank}, world={self.world})"
         return f"tsock.Consumer({self.mount!r}, name={self.name!r})"
 
     def __enter__(self) -> "Consumer":
@@ -99,7 +123,10 @@ class Consumer:
         "classes A B ...", or dataset indices (a sequence or an array).
         Before the first batch it applies at once; later, from a coming
         epoch of this consumer's (never inside one). A bad one raises
-        TsockError and changes nothing."""
+        TsockError and changes nothing. A group's is fixed once its ranks
+        joined: give subset= to every rank instead."""
+        if self.world is not None:
+            raise TsockError(f"consumer {self.name}: a group's subset is fixed once its ranks joined (give subset= to every rank)")
         if isinstance(subset, str):
             data = (subset.strip() + "\n").encode()
         else:
@@ -132,6 +159,8 @@ class Consumer:
             raise TsockError(str(e)) from None
         for c in doc["consumers"]:
             if c["name"] == self.name:
+                if self.world is not None:  # the group's entry, with this rank's progress
+                    return {**c, **next((r for r in c.get("ranks", []) if r["rank"] == self.rank), {})}
                 return c
         raise TsockError(f"consumer {self.name} is gone from {self.mount}")
 
@@ -182,6 +211,8 @@ class Consumer:
             return b
         if not self._finalizer.alive:
             raise TsockError(f"consumer {self.name} is closed")
+        if self.world is not None and self._next == 0:
+            ranks.wait_for_peers(self.dir, self.timeout)
         path = os.path.join(self.dir, "%06d%s" % (self._next, self._suffix))
         if self.timeout is not None:
             self._await(os.path.basename(path), self.timeout)
@@ -194,6 +225,8 @@ class Consumer:
             if e.errno in (errno.EIO, errno.ENODATA):  # ENODATA: every sample was skipped
                 if state(os.path.join(self.dir, "state")) == "evicted":
                     why = self.status().get("evicted", "")
+                    if self.world is not None:
+                        raise ranks.GroupFailed(f"consumer {self.name}, rank {self.rank} of {self.world}: {why}") from None
                     raise TsockError(f"consumer {self.name} was evicted: {why}") from None
                 self._raise_if_failed()
             if e.errno == errno.EDEADLK:

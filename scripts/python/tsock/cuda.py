@@ -85,7 +85,8 @@ def _cupy_concat(parts: Sequence[Any], shape: Sequence[int], typestr: str) -> An
 
 def cuda_batches(mount: Path, name: Optional[str] = None, batch_size: Optional[int] = None,
                  open_handle: Optional[Callable[..., Any]] = None, concat: Optional[Callable[..., Any]] = None,
-                 synchronize: Optional[Callable[[], None]] = None, subset: Any = None) -> Consumer:
+                 synchronize: Optional[Callable[[], None]] = None, subset: Any = None, rank: Optional[int] = None,
+                 world: Optional[int] = None, drop_last: bool = False) -> Consumer:
     """A consumer whose batches are dicts of GPU tensors in tsock's memory.
 
     Needs `tsock mount --device` and this process on the same physical GPU.
@@ -98,6 +99,7 @@ def cuda_batches(mount: Path, name: Optional[str] = None, batch_size: Optional[i
     its memory, and tsock reuses it once the batch is released. Before a
     batch is released, synchronize waits for this process's queued GPU
     work, which may still read it (CuPy's deviceSynchronize by default).
+    rank, world and drop_last: a data-parallel rank's share, as Consumer.
     """
     slabs = {}  # slab id → (IPC handle, offset of the slab in its allocation)
     try:
@@ -107,7 +109,7 @@ def cuda_batches(mount: Path, name: Optional[str] = None, batch_size: Optional[i
                 slabs[int(sid)] = handle, int(offset[0]) if offset else 0
     except FileNotFoundError:
         raise TsockError(f"{mount}: no gpu/slabs: not mounted in GPU mode (tsock mount --device)") from None
-    c = Consumer(mount, name=name, batch_size=batch_size, subset=subset)
+    c = Consumer(mount, name=name, batch_size=batch_size, subset=subset, rank=rank, world=world, drop_last=drop_last)
     state: Dict[str, Any] = {"open": open_handle, "concat": concat or _cupy_concat}
     sync: Callable[[], None] = synchronize or _cupy_synchronize
 

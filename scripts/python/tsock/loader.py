@@ -13,7 +13,8 @@ from tsock.errors import TsockError
 
 def torch_loader(mount: Path, device: Any = "cpu", mean: Optional[Sequence[float]] = None,
                  std: Optional[Sequence[float]] = None, dtype: Any = "float32", name: Optional[str] = None,
-                 batch_size: Optional[int] = None, subset: Any = None) -> "TorchLoader":
+                 batch_size: Optional[int] = None, subset: Any = None, rank: Optional[int] = None,
+                 world: Optional[int] = None, drop_last: bool = False) -> "TorchLoader":
     """A drop-in for a torch DataLoader over a tsock mount.
 
     Each pass over it (`for images, labels in loader`) is one epoch of its
@@ -22,10 +23,16 @@ def torch_loader(mount: Path, device: Any = "cpu", mean: Optional[Sequence[float
     to dtype and scaled to [0, 1] there, then normalized by mean and std
     (per channel) if given; dtype=None keeps uint8 and skips both. labels
     are int64 tensors on device.
+
+    In a data-parallel training (torchrun, DDP), each rank's loader reads
+    its share of each epoch: rank, world and drop_last as Consumer takes
+    them (by default RANK and WORLD_SIZE from the environment), name the
+    same on every rank (by default torchrun's run id).
     """
     # uint8 tensors that view the file need a writable (private) mapping:
     # torch ignores read-only flags, and an in-place op would crash.
-    consumer = Consumer(mount, name=name, batch_size=batch_size, writable=dtype is None, subset=subset)
+    consumer = Consumer(mount, name=name, batch_size=batch_size, writable=dtype is None, subset=subset,
+                        rank=rank, world=world, drop_last=drop_last)
     return TorchLoader(consumer, device, mean, std, dtype)
 
 
