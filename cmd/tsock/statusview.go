@@ -260,8 +260,22 @@ func renderStatus(doc statusDoc, mountpoint string, now time.Time) string {
 	fmt.Fprintln(&b, head)
 	for _, cs := range doc.Consumers {
 		fmt.Fprintln(&b, consumerRow(cs, gpu, subsets))
+		for _, r := range cs.Ranks {
+			fmt.Fprintln(&b, rankRow(cs, r))
+		}
 	}
 	return b.String()
+}
+
+// rankRow is a group's rank's line, under the group's: its own state,
+// epoch and progress through its share of the epoch.
+func rankRow(cs consumerDoc, r rankDoc) string {
+	epoch, progress := ofEpochs(max(r.Epoch, 0)+1, cs.Epochs), ""
+	if share := (cs.EpochLen + uint64(cs.World) - 1) / uint64(max(cs.World, 1)); share > 0 {
+		done := float64(r.EpochDone) / float64(share)
+		progress = fmt.Sprintf("%s %3.0f%%", bar(done, 14), 100*min(done, 1))
+	}
+	return clip(fmt.Sprintf("%-16s %-8s %-7s %-19s", clip(fmt.Sprintf("  rank %d/%d", r.Rank, cs.World), 16), r.State, epoch, progress), viewWidth)
 }
 
 // consumerRow is one consumer's line of the view.

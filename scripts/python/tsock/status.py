@@ -186,4 +186,13 @@ def render(doc: Dict[str, Any], mount: str, now: Optional[float] = None) -> str:
             mem = c.get("gpu_memory")
             row += f" {_ibytes(mem) if mem is not None and mem >= 0 else '?':>9}"
         lines.append(_clip(row, WIDTH))  # a number no real mount reaches must not wrap it
+        for r in c.get("ranks") or []:  # a group's ranks, under it
+            world = c.get("world") or 1
+            share = (c["epoch_len"] + world - 1) // world
+            epoch, progress = _of_epochs(max(r["epoch"], 0) + 1, c["epochs"]), ""
+            if share > 0:
+                done = r["epoch_done"] / share
+                progress = f"{_bar(done, 14)} {100 * min(done, 1):3.0f}%"
+            name = _clip(f"  rank {r['rank']}/{world}", 16)
+            lines.append(_clip(f"{name:<16} {r['state']:<8} {epoch:<7} {progress:<19}", WIDTH))
     return "\n".join(lines) + "\n"
