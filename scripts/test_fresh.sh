@@ -13,6 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 root=${1:-$(mktemp -d /tmp/tsock-fresh.XXXXXX)}
+# The chroot's / as a machine's: users other than root (_apt, munge)
+# must be able to enter it (mktemp made it 0700).
+chmod 0755 "$root"
 command -v debootstrap >/dev/null || apt-get install -y -qq debootstrap >/dev/null
 cleanup() {
 	# Every mount under the chroot, deepest first, before anything is removed.
@@ -37,6 +40,7 @@ fi
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
 cp /usr/local/share/ca-certificates/* "$root/usr/local/share/ca-certificates/" 2>/dev/null || true
 git clone -q "$repo" "$root/root/tsock"
+head=$(git -C "$root/root/tsock" rev-parse --short HEAD)
 for m in proc sys dev; do
 	mount --rbind "/$m" "$root/$m"
 	mount --make-rslave "$root/$m"
@@ -47,5 +51,5 @@ env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 	chroot "$root" /bin/bash -c 'cd /root/tsock && .ci/run'
 rc=$?
 set -e
-echo "test_fresh: exit $rc after $((SECONDS - start)) s on a fresh machine (HEAD $(git -C "$repo" rev-parse --short HEAD))"
+echo "test_fresh: exit $rc after $((SECONDS - start)) s on a fresh machine (HEAD $head)"
 exit "$rc"
