@@ -36,10 +36,9 @@ type group struct {
 	// rounds maps the ranks' batch numbers to the group's: rounds[j-base]
 	// is the round of rank batch j. They differ only where dropLast left
 	// a short epoch's last round out.
-	rounds   []uint64
-	base     uint64
-	next     uint64 // the next round to map
-	complete time.Time
+	rounds []uint64
+	base   uint64
+	next   uint64 // the next round to map
 }
 
 // rank is one rank of a group: what it has open and consumed, and its
@@ -201,8 +200,7 @@ func (s *Store) JoinRank(name string, r int) error {
 	g.ranks[r] = &rank{n: r, id: s.ros.nextID, done: map[uint64]struct{}{}, handles: map[uint64]int{}, readStats: readStats{lastEpoch: -1}, progress: time.Now()}
 	g.claimed++
 	if g.claimed == g.world {
-		g.complete = time.Now()
-		s.broadcast()
+		s.broadcast() // its ranks' lookups wait for this
 	}
 	return nil
 }
