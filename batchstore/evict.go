@@ -82,8 +82,12 @@ func (ev *evictor) evictStale(now time.Time, e Eviction) []string {
 		}
 		ev.updateClocks(c, ck)
 		dl, mapped := ev.deadlockOf(c, ck)
-		if dl == "" {
-			c.deadlock, c.deadlockMapped = "", false
+		// A deadlock on mappings holds until the buffer has room
+		// (endMappedDeadlocks), not only while the reader waits: after
+		// its EDEADLK it no longer waits, and its status must still say
+		// why (and its next open fail at once, not after another timeout).
+		if dl == "" && !c.deadlockMapped {
+			c.deadlock = ""
 		}
 		switch why := evictionFor(c, ck, dl); {
 		case why != "":

@@ -91,6 +91,17 @@ func TestWaitsOnMappedMemoryAreBroken(t *testing.T) {
 			if cs, _ := s.ConsumerSnapshot("a"); cs.Deadlock == "" {
 				t.Fatal("the consumer's status does not say why its waits fail")
 			}
+			// The reader no longer waits, the mappings still hold the
+			// buffer: the next check keeps the reason (before, it cleared
+			// it, and status said only "waiting"), and the next open fails
+			// at once.
+			s.ev.evictStale(time.Now().Add(time.Minute), Eviction{Timeout: 30 * time.Second, Straggler: straggler})
+			if cs, _ := s.ConsumerSnapshot("a"); cs.Deadlock == "" {
+				t.Fatal("after its EDEADLK, the consumer's status no longer says why")
+			}
+			if _, err := s.Lookup(context.Background(), "a", 1, 1); !errors.Is(err, ErrDeadlock) {
+				t.Fatalf("an open while the mappings hold the buffer: %v, want ErrDeadlock at once", err)
+			}
 			lingering.Store(0)
 			if err := <-room; err != nil {
 				t.Fatalf("producer after the mapping went: %v", err)

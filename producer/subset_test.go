@@ -277,54 +277,6 @@ func TestSubsetsAloneMakeOnlyWhatTheyWant(t *testing.T) {
 	}
 }
 
-// TestSubsetOrdersAreUniform: a consumer on a subset sees each epoch of
-// it in a uniform shuffle, whether it joined at an epoch's start or in
-// the middle of one (its epochs stitched across two producer epochs):
-// over 200 epochs of a 16-sample subset, how often each sample falls in
-// each quarter of its epoch passes a chi-square test (48 degrees of
-// freedom; 84.0 is the 0.1% point). The seeds are fixed: the test is
-// deterministic, and an order that is not uniform (no shuffle, or one
-// that favours a piece) fails it.
-func TestSubsetOrdersAreUniform(t *testing.T) {
-	const n, epochs, size = 40, 200, 16
-	cfg := producertest.Config(source.NewSynthetic(n, 4), 4, epochs, 1)
-	cfg.ImageSize = 2
-	r := newRig(t, cfg, 40)
-	sub := subsetOf(t, "sixteen", n, func(i int) bool { return i%5 == 1 || i%5 == 3 })
-	r.join("all", 0, nil)
-	r.join("aligned", 0, sub)
-	r.run()
-	r.read("aligned", 4, nil)
-	r.read("all", 4, func(j int) {
-		if j == 4 { // mid-epoch 0 of the producer: its first epoch is stitched
-			r.join("late", 0, sub)
-			r.read("late", 4, nil)
-		}
-	})
-	got := r.wait()
-	for _, name := range []string{"aligned", "late"} {
-		exactly(t, name, got[name], epochs, func(int) []int { return members(sub, n) })
-		var counts [n][4]float64
-		for _, ep := range got[name] {
-			for pos, idx := range ep {
-				counts[idx][pos*4/len(ep)]++
-			}
-		}
-		chi := 0.0
-		expected := float64(epochs) / 4
-		for _, idx := range members(sub, n) {
-			for q := range 4 {
-				d := counts[idx][q] - expected
-				chi += d * d / expected
-			}
-		}
-		if chi > 84.0 {
-			t.Errorf("%s: chi-square %.1f over %d epochs: the positions of its samples are not uniform", name, chi, epochs)
-		}
-		t.Logf("%s: chi-square %.1f (48 degrees of freedom)", name, chi)
-	}
-}
-
 // A subset rewritten at every batch read applies: a newer subset replaces
 // a pending one where it stands, or, where that one is bound to a planned
 // producer epoch, follows it. Before, each write moved the pending change

@@ -16,9 +16,8 @@ phase() { phases+=("$1 $((SECONDS - started))s"); started=$SECONDS; }
 # compiled in the background while apt-get installs the rest (torch,
 # Slurm: minutes of download and dpkg on a fresh machine, where the
 # compile is CPU): the go test below finds them in the build cache.
-# (Every parser's fuzz target, package:target, is run briefly beside go
-# test, below.)
-fuzztargets=(batchstore:FuzzSetBatchSize batchstore:FuzzParseSubset producer/skipbudget:FuzzParse batchstore/batchfile:FuzzParse producer/source/internal/wds:FuzzIndex producer/source/internal/wds:FuzzExpand producer/source:FuzzS3Keys producer/source:FuzzShardIndex producer/source:FuzzHubClassNames producer/source:FuzzParseColumns producer/source:FuzzParquetFile producer/source/internal/pqfile:FuzzFooter producer/source/internal/pqfile:FuzzChunk producer/source/remote:FuzzSharedConfig producer/source/remote:FuzzRedact producer/source/remote:FuzzContentRange producer/pipeline:FuzzDecode cmd/tsock:FuzzMountFlags cmd/tsock:FuzzStatusView)
+# (Fuzzing is scripts/fuzz.sh's: go test here replays every fuzz
+# target's corpus.)
 TSOCK_SETUP_BUILD_ONLY=1 scripts/setup.sh
 prebuilt=$(mktemp -d /tmp/tsock-prebuilt.XXXXXX)
 go test -race -c -o "$prebuilt/" ./... >"$prebuilt.log" 2>&1 &
@@ -44,47 +43,45 @@ lintpid=$!
 lintstart=$SECONDS
 
 log=$(mktemp /tmp/tsock-test.XXXXXX)
-fuzzout=$(mktemp /tmp/tsock-fuzzout.XXXXXX)
 mypyout=$(mktemp /tmp/tsock-mypy.XXXXXX)
-
-# Every parser's fuzz target, briefly (6 s each, and at most 2 s to
-# minimize what it finds: the minimizer stalls on inputs of kilobytes),
-# beyond its corpus
-# (which go test already replays). A finding is a failing input written
-# to testdata/fuzz; go's own "context deadline exceeded" when the time
-# runs out mid-minimization is not one. Run beside go test, at a lower
-# priority: the mount tests wait on daemons and Python as much as they
-# compute, and the fuzzers take the cycles they leave (a fresh machine's
-# whole run stays within 10 minutes).
-fuzz() {
-	local failed=0 target fuzzlog
-	for target in "${fuzztargets[@]}"; do
-		fuzzlog=$(mktemp /tmp/tsock-fuzz.XXXXXX)
-		go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime 6s -fuzzminimizetime 2s "./${target%%:*}" >"$fuzzlog" 2>&1 || true
-		cat "$fuzzlog" >>"$fuzzout"
-		if grep -q -E 'Failing input written to|panic:' "$fuzzlog" || ! grep -q -E 'fuzz: elapsed' "$fuzzlog"; then
-			echo "fuzzing ${target#*:} found a failure:"
-			grep -A5 -E 'Failing input|panic:|FAIL' "$fuzzlog" || cat "$fuzzlog"
-			failed=1
-		fi
-		rm -f "$fuzzlog"
-	done
-	return "$failed"
-}
-fuzzstart=$SECONDS
-nice -n 10 bash -c "$(declare -f fuzz); fuzzout=$fuzzout; fuzztargets=(${fuzztargets[*]}); fuzz" >"$fuzzout.found" 2>&1 &
-fuzzpid=$!
+mypystart=$SECONDS
 # The Python client's types (Debian's mypy; its cache outside the tree).
 (cd scripts/python && nice -n 10 /usr/bin/python3 -m mypy --cache-dir /var/cache/tsock/mypy tsock) >"$mypyout" 2>&1 &
 mypypid=$!
 
+# The tests whose verdict is a statistic or a memory figure (files with
+# the build line "//go:build !race"), in a plain build beside go test
+# -race: the race detector changes what allocations cost and slows them
+# tenfold (TestSubsetOrdersAreUniform: 62 s race-built, 8 s plain).
+plainlog=$(mktemp /tmp/tsock-plain.XXXXXX)
+plainfiles=$(grep -rlx --include='*_test.go' '//go:build !race' . | sort)
+plaindirs=$(for f in $plainfiles; do dirname "$f"; done | sort -u)
+plaintests=$(grep -ohE '^func Test\w+' $plainfiles | sed 's/^func //' | sort -u)
+go test -count=1 -timeout 9m -v -run "^($(echo $plaintests | tr ' ' '|'))\$" $plaindirs >"$plainlog" 2>&1 &
+plainpid=$!
+
+# Three packages at a time, four parallel tests in each: on two cores
+# the mount tests wait on daemons, Python and their trainings as much as
+# they compute (at -p 2 the CPUs sat a third idle, and cmd/tsock, the
+# long pole, ran beside one package at a time).
 set +e
-go test -race -count=1 -timeout 9m -v ./... >"$log" 2>&1
+go test -race -count=1 -p 3 -parallel 4 -timeout 9m -v ./... >"$log" 2>&1
 status=$?
 set -e
-phase "go test -race"
+if ! wait "$plainpid"; then
+	status=1
+fi
+phase "go test -race (the plain-build tests beside it)"
+cat "$plainlog" >>"$log"
 # The full log has every RUN/PASS line; show the rest.
 grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS)' "$log" || true
+for t in $plaintests; do # each must have run: a renamed test or a lost build line is no pass
+	if ! grep -qE "^--- PASS: $t " "$plainlog"; then
+		echo "the plain-build test $t did not pass (or did not run)" >&2
+		status=1
+	fi
+done
+rm -f "$plainlog"
 
 if ! wait "$lintpid"; then
 	echo "go vet or staticcheck found problems:" >&2
@@ -98,14 +95,9 @@ if ! wait "$mypypid"; then
 	cat "$mypyout" >&2
 	status=1
 fi
-if ! wait "$fuzzpid"; then
-	cat "$fuzzout.found" >&2
-	status=1
-fi
-cat "$fuzzout" >>"$log"
-rm -f "$fuzzout" "$fuzzout.found" "$mypyout"
-phases+=("(fuzz+mypy beside it: $((SECONDS - fuzzstart))s from its start)")
-phase "lint, fuzz, mypy after go test"
+rm -f "$mypyout"
+phases+=("(mypy beside it: $((SECONDS - mypystart))s from its start)")
+phase "lint, mypy after go test"
 
 # The fs tests again as a user without root (nobody, no capabilities):
 # every mount goes through fusermount3 and the daemon serves reads, as

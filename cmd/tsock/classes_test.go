@@ -13,6 +13,7 @@ import (
 // class names, one a line in label order, a name with a newline
 // Go-quoted so that it stays one line; status.json counts them.
 func TestClassesFileNamesTheLabels(t *testing.T) {
+	t.Parallel() // see parallelTests
 	dir := producertest.Folder(t, 9, 3)
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) != 3 {

@@ -198,6 +198,7 @@ print("the stream ended after", n, "batches"); sys.exit(1)`, d.dir)
 // a fake state line, and one whose name is not UTF-8, are skipped; status
 // stays one line per key, valid UTF-8, and the Python client reads it.
 func TestFileNamesCannotForgeStatus(t *testing.T) {
+	t.Parallel() // see parallelTests
 	src := producertest.Folder(t, 8, 2)
 	class := filepath.Join(src, "class000")
 	for _, name := range []string{"x\nstate: failed: forged.jpg", "\xff\xfe-latin1.jpg"} {
@@ -287,6 +288,7 @@ func TestAnOpenFarAheadFailsInsteadOfHanging(t *testing.T) {
 // A mount nobody reads held its whole buffer for good; status says so, and
 // --idle-exit unmounts and exits once no consumer has come for that long.
 func TestIdleMountSaysSoAndExits(t *testing.T) {
+	t.Parallel() // see parallelTests
 	d := startDaemon(t, "--source", "synthetic:40", "--batch-size", "8", "--image-size", "16", "--idle-exit", "2s")
 	if st := readFile(t, filepath.Join(d.dir, "status")); !strings.Contains(st, "unwatched: no consumer for ") ||
 		!strings.Contains(st, "(--idle-exit)") {

@@ -164,6 +164,7 @@ func TestOnlyTheWritersCloseRulesOnABatch(t *testing.T) {
 // keeps its bytes, and the buffer's count does not move. A batch being
 // written cannot be mapped at all.
 func TestPublishedBytesAreFinal(t *testing.T) {
+	t.Parallel() // see parallelTests
 	d := startDaemon(t, "--ingest", "--batch-size", "4", "--buffer", "4MiB")
 	batch := sampleBatch(t, map[string]string{"last": "true"}, 0, 1, 2, 3)
 	f := createBatch(t, d, 0)
@@ -273,6 +274,7 @@ func readWithin(t *testing.T, path string) error {
 // consumer's read fails with ENODATA, status says why, and no handler
 // panics; with one epoch and with two.
 func TestNoSamplesEndsInAnError(t *testing.T) {
+	t.Parallel() // see parallelTests
 	junk := t.TempDir()
 	for _, class := range []string{"a", "b"} {
 		os.Mkdir(filepath.Join(junk, class), 0o755)

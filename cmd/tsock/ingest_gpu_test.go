@@ -19,6 +19,7 @@ import (
 // (--passthrough off); either way its writes came to the daemon, as
 // status says.
 func TestIngestEveryDtypeBothReadPaths(t *testing.T) {
+	t.Parallel() // see parallelTests
 	for _, mode := range []string{"auto", "off"} {
 		d := startDaemon(t, "--ingest", "--buffer", "1MiB", "--passthrough", mode)
 		var tensors []batchfile.TensorData

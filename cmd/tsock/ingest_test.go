@@ -248,6 +248,7 @@ func TestIngestBackpressureAndAKilledWriter(t *testing.T) {
 // their epochs holds every other sample exactly once, ragged tensors
 // cut right. TSOCK_TEST_SEED replays a schedule.
 func TestIngestOrderedLateJoinersGetExactEpochs(t *testing.T) {
+	t.Parallel() // see parallelTests
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("TSOCK_TEST_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)

@@ -17,6 +17,7 @@ import (
 // consumer, is copied from what the first made, byte for byte the same;
 // status, status.json and the metrics count it.
 func TestEvalMountDecodesOnce(t *testing.T) {
+	t.Parallel() // see parallelTests
 	const n, epochs = 24, 3
 	d := startDaemon(t, "--source", producertest.Folder(t, n, 3), "--transform", "eval", "--image-size", "8", "--batch-size", "6",
 		"--epochs", "3")

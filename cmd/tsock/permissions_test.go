@@ -40,6 +40,7 @@ func reachable(t *testing.T, dir string) {
 // it), nor remove them, nor set its batch size, nor remove the consumer;
 // it can join and read as itself. Without --allow-other it cannot enter.
 func TestOtherUsersCannotTouchAConsumer(t *testing.T) {
+	t.Parallel() // see parallelTests
 	d := startDaemon(t, "--source", "synthetic:40", "--batch-size", "8", "--image-size", "16", "--allow-other")
 	reachable(t, d.dir)
 	trial := filepath.Join(d.dir, "consumers", "trial")

@@ -22,6 +22,7 @@ import (
 // labels (a --cache made for the old data grows with it); classes and
 // status say what was added.
 func TestRescanGrowsTheData(t *testing.T) {
+	t.Parallel() // see parallelTests
 	const n, epochs = 60, 3
 	dir := producertest.Folder(t, n, 3)
 	before, err := source.Open(context.Background(), dir, source.Options{})

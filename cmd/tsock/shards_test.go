@@ -24,6 +24,7 @@ import (
 // shards mounts, serves every sample once per epoch with its label, and
 // status names the shards and what their index left out.
 func TestMountServesTarShards(t *testing.T) {
+	t.Parallel() // see parallelTests
 	dir := producertest.Folder(t, 20, 2)
 	spec := producertest.Shards(t, dir, 8) // 3 shards
 	junk := filepath.Join(filepath.Dir(strings.Replace(spec, "{000..002}", "000", 1)), "shard-003.tar")
@@ -312,6 +313,7 @@ func TestAStartingMountSaysWhatItDoesAndStopsOnSIGTERM(t *testing.T) {
 // alone in a uniform order, and says why; a mount whose window holds
 // every shard, and an eval mount, say theirs.
 func TestStatusSaysHowFarTheShuffleReaches(t *testing.T) {
+	t.Parallel()                                                     // see parallelTests
 	spec := producertest.Shards(t, producertest.Folder(t, 24, 6), 4) // 6 shards, of one class each
 	_, bytes := producertest.ShardFiles(t, spec)
 	files, _ := filepath.Glob(filepath.Join(filepath.Dir(spec), "*.tar"))
