@@ -7,9 +7,8 @@ import (
 )
 
 // Limit bounds every wait: a bound for a failure (a hang), never a
-// verdict on speed. scripts/test.sh runs four race-built packages at a
-// time on two cores, where filling a buffer of 2560 samples took longer
-// than 20 s.
+// verdict on speed. With four race-built packages at a time on two
+// cores, filling a buffer of 2560 samples took longer than 20 s.
 const Limit = 60 * time.Second
 
 // Until polls cond every millisecond until it holds, failing t after

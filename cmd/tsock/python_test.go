@@ -90,18 +90,18 @@ func copyPackage(dir string) error {
 // parallelTests: the package's longest tests (the Python client's suite,
 // 220 s of the package's 500; the sparse fleets; the bounded subset
 // files; …) call t.Parallel, so that they run beside one another once
-// the others are done (scripts/test.sh: go test -parallel 4): they
+// the others are done (go test -parallel: GOMAXPROCS at a time): they
 // wait on daemons and Python far more than they compute, and the package
 // is scripts/test.sh's long pole. None of them changes what is the
 // machine's (the /dev/fuse mode, pipe-max-size, the environment): the
 // tests that do stay sequential, and every sequential test ends before
 // a parallel one starts. So do the tests whose verdict runs on a short
 // clock of the daemon's (--consumer-timeout 1s): beside three others on
-// two cores, a reader's next step could come after its clock ran out; and
-// those whose verdict is a close's error (a subset list refused at the
-// writer's last close): a process another test forks holds a copy of
-// the descriptor until its exec, and the writer's close is then not the
-// last (the list is applied at the release, its refusal in status).
+// two cores (-parallel 4), a reader's next step came after its clock ran
+// out; and those whose verdict is a close's error (a subset list refused
+// at the writer's last close): a process another test forks holds a copy
+// of the descriptor until its exec, and the writer's close is then not
+// the last (the list is applied at the release, its refusal in status).
 
 // pythonParts are the Python suite's longest classes (a training each
 // for accuracy, two ranks of a DDP training, the examples' sweeps): each
