@@ -19,6 +19,9 @@
 #
 #   scripts/accuracy.sh [TRAIN_IMAGES] [SEEDS] [EPOCHS] [OPTIMIZER]   default 600, 5, 6, sgd
 #
+# TSOCK_ACCURACY_PARTS: one (the single-process trainings), ddp (the
+# data-parallel ones), or both (default "one,ddp").
+#
 # OPTIMIZER: sgd (momentum 0.9: the more sensitive to the order) or adamw.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -75,6 +78,8 @@ pmemory=$((pbytes * 465 / 100 / classes))
 pspec="$work/parquet/train-{00000..$(printf %05d $((classes - 1)))}.parquet"
 spec="$work/shards/shard-{000..$(printf %03d $((shards - 1)))}.tar"
 echo "accuracy: $images photos of $classes classes (val $((images / 3))), $shards class-sorted shards, --shard-memory $memory (4.65 shards), $classes class-sorted Parquet files, --shard-memory $pmemory (4.65 files), $seeds seeds, $epochs epochs, $optimizer"
+parts=",${TSOCK_ACCURACY_PARTS:-one,ddp},"
+if [[ $parts == *,one,* ]]; then
 # How each order mixes, through a mount, at the batch size trained with.
 for source in "$work/train" "$spec" "$pspec"; do
 	mem=()
@@ -91,6 +96,8 @@ done
 /usr/bin/python3 scripts/python/accuracy.py --train "$work/train" --val "$work/val" \
 	--shards "$spec" --shard-memory "$memory" --parquet "$pspec" --parquet-memory "$pmemory" \
 	--sides dataloader,folder,shards,parquet --seeds "$seeds" --epochs "$epochs" --optimizer "$optimizer" --tsock "$work/tsock"
+fi
+if [[ $parts == *,ddp,* ]]; then
 # A data-parallel trial (torch DDP, gloo on CPU) of 2 and of 4 ranks:
 # DistributedSampler over the folder against one mount whose ranks join
 # as a group, paired over the same seeds (scripts/python/ddp_accuracy.py;
@@ -99,3 +106,4 @@ for world in 2 4; do
 	/usr/bin/python3 scripts/python/ddp_accuracy.py --train "$work/train" --val "$work/val" --world "$world" \
 		--seeds "$seeds" --epochs "$epochs" --image-size 64 --batch-size $((32 / world)) --tsock "$work/tsock"
 done
+fi

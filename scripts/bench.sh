@@ -45,6 +45,9 @@
 # 13. Validation accuracy of one training from its own DataLoader and
 #    from tsock (a folder; class-sorted shards and Parquet), 5 seeds, SGD
 #    with momentum: scripts/accuracy.sh
+# 15. Data-parallel trials: 4 trials of 2 ranks on one mount (a group a
+#    trial) against 8 DataLoaders with DistributedSampler, images a
+#    second and exactness: scripts/bench_ddp.sh
 # 14. Distinct labels in a batch of an epoch over class-sorted shards at
 #    ImageNet's shape, against a uniform shuffle's
 set -euo pipefail
@@ -339,3 +342,6 @@ scripts/accuracy.sh 600 5 6 sgd >&3
 # shard memory, the shard disk sized by tsock): distinct labels in a
 # batch against a uniform shuffle's, the pieces, the window, the disk.
 CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations" go test ./producer/source -run '^$' -bench ImageNetShapeMix -benchtime 1x | grep '^imagenet-shape' >&3
+
+# 15. Data-parallel trials: its own table (see the script).
+scripts/bench_ddp.sh 1000 "$runs" >&3
