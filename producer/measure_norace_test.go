@@ -1,8 +1,8 @@
 //go:build !race
 
 // Tests whose verdict is a statistic or a memory figure: the race
-// detector changes what allocations cost and slows them tenfold, and
-// watches nothing they run that the race-built tests do not run too.
+// detector changes what allocations cost and slows them several times,
+// and watches nothing they run that the race-built tests do not run too.
 // scripts/test.sh runs them in a plain build beside go test -race (the
 // files with this build line are its list).
 

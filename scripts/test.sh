@@ -52,7 +52,8 @@ mypypid=$!
 # The tests whose verdict is a statistic or a memory figure (files with
 # the build line "//go:build !race"), in a plain build beside go test
 # -race: the race detector changes what allocations cost and slows them
-# tenfold (TestSubsetOrdersAreUniform: 62 s race-built, 8 s plain).
+# several times (TestHostileFilesCostWhatTheyHold: 79 s race-built, 12 s
+# plain beside the race run; TestSubsetOrdersAreUniform 62 s and 23 s).
 plainlog=$(mktemp /tmp/tsock-plain.XXXXXX)
 plainfiles=$(grep -rlx --include='*_test.go' '//go:build !race' . | sort)
 plaindirs=$(for f in $plainfiles; do dirname "$f"; done | sort -u)
