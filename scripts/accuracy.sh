@@ -20,7 +20,8 @@
 #   scripts/accuracy.sh [TRAIN_IMAGES] [SEEDS] [EPOCHS] [OPTIMIZER]   default 600, 5, 6, sgd
 #
 # TSOCK_ACCURACY_PARTS: one (the single-process trainings), ddp (the
-# data-parallel ones), or both (default "one,ddp").
+# data-parallel ones), or both (default "one,ddp"); TSOCK_ACCURACY_WORLDS:
+# the data-parallel trials' rank counts (default "2 4").
 #
 # OPTIMIZER: sgd (momentum 0.9: the more sensitive to the order) or adamw.
 set -euo pipefail
@@ -102,7 +103,7 @@ if [[ $parts == *,ddp,* ]]; then
 # DistributedSampler over the folder against one mount whose ranks join
 # as a group, paired over the same seeds (scripts/python/ddp_accuracy.py;
 # each run also checks every epoch was dealt exactly, equal steps a rank).
-for world in 2 4; do
+for world in ${TSOCK_ACCURACY_WORLDS:-2 4}; do
 	/usr/bin/python3 scripts/python/ddp_accuracy.py --train "$work/train" --val "$work/val" --world "$world" \
 		--seeds "$seeds" --epochs "$epochs" --image-size 64 --batch-size $((32 / world)) --tsock "$work/tsock"
 done
