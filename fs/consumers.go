@@ -32,15 +32,20 @@ func (d *consumersDir) Mkdir(ctx context.Context, name string, mode uint32, out 
 	if err := d.fs.store.Join(name); err != nil {
 		return nil, errno(err)
 	}
-	dir := &consumerDir{fs: d.fs, name: name, controls: controlNames}
+	return newConsumerDir(ctx, &d.Inode, &consumerDir{fs: d.fs, name: name, controls: controlNames}, out), 0
+}
+
+// newConsumerDir makes dir (a consumer's or a rank's) a child inode of
+// parent, owned by the caller that made it.
+func newConsumerDir(ctx context.Context, parent *fusefs.Inode, dir *consumerDir, out *fuse.EntryOut) *fusefs.Inode {
 	if c, ok := fuse.FromContext(ctx); ok {
 		dir.uid, dir.gid = c.Uid, c.Gid
 	}
 	// Persistent: the directory must stay listed even when the kernel
 	// forgets its inode; Rmdir drops it.
-	child := d.NewPersistentInode(ctx, dir, fusefs.StableAttr{Mode: syscall.S_IFDIR})
+	child := parent.NewPersistentInode(ctx, dir, fusefs.StableAttr{Mode: syscall.S_IFDIR})
 	dir.fillAttr(&out.Attr)
-	return child, 0
+	return child
 }
 
 func (d *consumersDir) Rmdir(ctx context.Context, name string) syscall.Errno {

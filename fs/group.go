@@ -62,13 +62,7 @@ func (d *consumerDir) Mkdir(ctx context.Context, name string, mode uint32, out *
 	if err := d.fs.store.JoinRank(d.name, r); err != nil {
 		return nil, errno(err)
 	}
-	dir := &consumerDir{fs: d.fs, name: batchstore.RankName(d.name, r), controls: rankControlNames}
-	if c, ok := fuse.FromContext(ctx); ok {
-		dir.uid, dir.gid = c.Uid, c.Gid
-	}
-	child := d.NewPersistentInode(ctx, dir, fusefs.StableAttr{Mode: syscall.S_IFDIR})
-	dir.fillAttr(&out.Attr)
-	return child, 0
+	return newConsumerDir(ctx, &d.Inode, &consumerDir{fs: d.fs, name: batchstore.RankName(d.name, r), controls: rankControlNames}, out), 0
 }
 
 // Rmdir leaves a rank: before its end, that fails its group.

@@ -85,20 +85,19 @@ for t in $plaintests; do # each must have run: a renamed test or a lost build li
 done
 rm -f "$plainlog"
 
-if ! wait "$lintpid"; then
-	echo "go vet or staticcheck found problems:" >&2
-	cat "$lintout" >&2
-	status=1
-fi
-rm -f "$lintout"
-phases+=("(vet+staticcheck beside it: $((SECONDS - lintstart))s from its start)")
-if ! wait "$mypypid"; then
-	echo "mypy on the Python client found errors:" >&2
-	cat "$mypyout" >&2
-	status=1
-fi
-rm -f "$mypyout"
-phases+=("(mypy beside it: $((SECONDS - mypystart))s from its start)")
+# reap PID OUT START WHAT FAILURE: waits for a check run beside go test,
+# shows its output if it failed, and notes how long it ran.
+reap() {
+	if ! wait "$1"; then
+		echo "$5:" >&2
+		cat "$2" >&2
+		status=1
+	fi
+	rm -f "$2"
+	phases+=("($4 beside it: $((SECONDS - $3))s from its start)")
+}
+reap "$lintpid" "$lintout" "$lintstart" vet+staticcheck "go vet or staticcheck found problems"
+reap "$mypypid" "$mypyout" "$mypystart" mypy "mypy on the Python client found errors"
 phase "lint, mypy after go test"
 
 # The fs tests again as a user without root (nobody, no capabilities):
