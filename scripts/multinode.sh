@@ -52,7 +52,7 @@ spec="s3://data/shards/train-{000000..$(printf %06d $((shards - 1)))}.tar"
 
 export AWS_ACCESS_KEY_ID=multinode-key AWS_SECRET_ACCESS_KEY=multinode-secret AWS_REGION=us-east-1
 port=$((20000 + RANDOM % 20000))
-/var/cache/tsock/gobin/versitygw --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" \
+/var/cache/tsock/gobin/versitygw-posix --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" \
 	--port "127.0.0.1:$port" posix "$work/s3" >"$work/versitygw.log" 2>&1 &
 server=$!
 daemons=()

@@ -19,35 +19,42 @@ fi
 if [[ "${TSOCK_SETUP_SLURM:-0}" == 1 ]]; then
 	packages+=(munge slurm-wlm)
 fi
-# python3-mypy: the Python client's types, checked by scripts/test.sh.
-if [[ "${TSOCK_SETUP_LINT:-0}" == 1 ]]; then
+# python3-mypy: the Python client's types, checked by scripts/test.sh
+# (TSOCK_SETUP_MYPY=1) and scripts/lint.sh (TSOCK_SETUP_LINT=1).
+if [[ "${TSOCK_SETUP_MYPY:-0}" == 1 || "${TSOCK_SETUP_LINT:-0}" == 1 ]]; then
 	packages+=(python3-mypy)
 fi
 
 # Go tools the tests need, pinned, built once from the Go module proxy:
-# staticcheck (TSOCK_SETUP_LINT=1) and a real S3 server for the
-# object-store tests (versitygw, POSIX backend; TSOCK_SETUP_S3=1; about 2
-# minutes: tests start it on loopback, producer/source/remote/s3test).
-# Built in the background while apt-get installs (a download and dpkg's
-# disk work, where the build is CPU): a fresh machine's setup is the
-# longer of the two, not their sum.
+# staticcheck (TSOCK_SETUP_LINT=1: scripts/lint.sh) and a real S3 server for the
+# object-store tests (TSOCK_SETUP_S3=1; tests start it on loopback,
+# producer/source/remote/s3test). Built in the background while apt-get
+# installs (a download and dpkg's disk work, where the build is CPU): a
+# fresh machine's setup is the longer of the two, not their sum.
 gobuilds=()
 gotool() { # gotool NAME MODULE@VERSION [BUILD FLAG...]
 	[[ -x /var/cache/tsock/gobin/$1 ]] && return 0
+	gobuild "$1" /tmp install "${@:3}" "$2"
+}
+gobuild() { # gobuild NAME DIR GO-COMMAND ARG...: in the background, logged
 	mkdir -p /var/cache/tsock/gobin
 	local log=/var/cache/tsock/gobin/.$1.log
 	echo "setup: building $1 (log: $log)" >&2
-	(cd /tmp && GOBIN=/var/cache/tsock/gobin PATH="$PATH:/usr/local/go/bin" go install "${@:3}" "$2" >"$log" 2>&1) &
+	(cd "$2" && GOBIN=/var/cache/tsock/gobin PATH="$PATH:/usr/local/go/bin" go "${@:3}" >"$log" 2>&1) &
 	gobuilds+=("$!:$1")
 }
 if [[ "${TSOCK_SETUP_LINT:-0}" == 1 ]]; then
 	gotool staticcheck honnef.co/go/tools/cmd/staticcheck@v0.8.2
 fi
 if [[ "${TSOCK_SETUP_S3:-0}" == 1 ]]; then
-	# Unoptimized and unstripped: a server for tests builds in 224 s of
-	# CPU where an optimized one takes 274 (a fresh 2-core machine's
-	# setup is CPU-bound), and serves them as well.
-	gotool versitygw github.com/versity/versitygw/cmd/versitygw@v1.8.0 -gcflags='all=-N -l'
+	# versitygw's gateway and POSIX backend alone (a module of this
+	# tree, pinned to versitygw v1.8.0 by its go.sum): versitygw's own
+	# command links every backend, 224 s of CPU on a fresh 2-core
+	# machine against 159. Unoptimized and unstripped: a server for
+	# tests, which serves them as well. Always built: go's cache makes
+	# an unchanged one a link, and a changed one is never stale.
+	gobuild versitygw-posix "$(cd "$(dirname "$0")/.." && pwd)/producer/source/remote/s3test/versitygw" \
+		build -gcflags='all=-N -l' -o /var/cache/tsock/gobin/versitygw-posix .
 fi
 
 install() { # install PACKAGE...: those not installed yet

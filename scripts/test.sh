@@ -18,11 +18,13 @@ phase() { phases+=("$1 $((SECONDS - started))s"); started=$SECONDS; }
 # compile is CPU): the go test below finds them in the build cache.
 # (Fuzzing is scripts/fuzz.sh's: go test here replays every fuzz
 # target's corpus.)
+# The plain binary too: the Slurm recipe's daemon, and what the tests
+# that run a daemon without the race detector build (a link, then).
 TSOCK_SETUP_BUILD_ONLY=1 scripts/setup.sh
 prebuilt=$(mktemp -d /tmp/tsock-prebuilt.XXXXXX)
-go test -race -c -o "$prebuilt/" ./... >"$prebuilt.log" 2>&1 &
+(go test -race -c -o "$prebuilt/" ./... && go build -o "$prebuilt/tsock" ./cmd/tsock) >"$prebuilt.log" 2>&1 &
 prebuildpid=$!
-TSOCK_SETUP_TORCH=1 TSOCK_SETUP_S3=1 TSOCK_SETUP_LINT=1 TSOCK_SETUP_SLURM=1 scripts/setup.sh
+TSOCK_SETUP_TORCH=1 TSOCK_SETUP_S3=1 TSOCK_SETUP_MYPY=1 TSOCK_SETUP_SLURM=1 scripts/setup.sh
 phase setup
 if ! wait "$prebuildpid"; then
 	echo "building the test binaries failed:" >&2
@@ -34,13 +36,23 @@ phase "test build (after setup)"
 
 # go vet (with -race: it reuses the test build's compiled packages, where
 # a plain vet compiled every dependency again, 130 s on a fresh machine)
-# and staticcheck's own findings, deprecations included (setup.sh builds
-# it), beside go test at a lower priority: the mount tests wait on
-# daemons and Python as much as they compute.
+# beside go test at a lower priority: the mount tests wait on daemons and
+# Python as much as they compute. staticcheck is scripts/lint.sh's: it
+# type-checks every dependency from source, 250 s of CPU on a fresh
+# 2-core machine (and 60 s to build it), a third of what ten minutes
+# allow.
 lintout=$(mktemp /tmp/tsock-lint.XXXXXX)
-(nice -n 10 go vet -race ./... && nice -n 10 /var/cache/tsock/gobin/staticcheck ./...) >"$lintout" 2>&1 &
+nice -n 10 go vet -race ./... >"$lintout" 2>&1 &
 lintpid=$!
 lintstart=$SECONDS
+
+# The Slurm recipe on a real Slurm (two nodes here: munged, slurmctld and
+# the slurmds started by the script and stopped by PID), beside go test:
+# it waits on its jobs far more than it computes.
+slurmout=$(mktemp /tmp/tsock-slurm-log.XXXXXX)
+slurmstart=$SECONDS
+scripts/deploy/slurm/test.sh "$prebuilt/tsock" >"$slurmout" 2>&1 &
+slurmpid=$!
 
 log=$(mktemp /tmp/tsock-test.XXXXXX)
 mypyout=$(mktemp /tmp/tsock-mypy.XXXXXX)
@@ -96,9 +108,17 @@ reap() {
 	rm -f "$2"
 	phases+=("($4 beside it: $((SECONDS - $3))s from its start)")
 }
-reap "$lintpid" "$lintout" "$lintstart" vet+staticcheck "go vet or staticcheck found problems"
+reap "$lintpid" "$lintout" "$lintstart" vet "go vet found problems"
 reap "$mypypid" "$mypyout" "$mypystart" mypy "mypy on the Python client found errors"
-phase "lint, mypy after go test"
+# The Slurm test's own lines (its verdicts) are shown whether or not it passed.
+if ! wait "$slurmpid"; then
+	echo "the Slurm recipe's test failed:" >&2
+	status=1
+fi
+cat "$slurmout"
+rm -f "$slurmout"
+phases+=("(slurm beside it: $((SECONDS - slurmstart))s from its start)")
+phase "vet, mypy, slurm after go test"
 
 # The fs tests again as a user without root (nobody, no capabilities):
 # every mount goes through fusermount3 and the daemon serves reads, as
@@ -139,17 +159,6 @@ if ((nonrootstatus != 0 || otherskips > 0 || passed == 0)); then
 	status=1
 fi
 phase "fs without root"
-
-# The Slurm recipe on a real Slurm (one node here: munged, slurmctld and
-# slurmd started by the script and stopped by PID).
-bin=$(mktemp -d /tmp/tsock-slurmbin.XXXXXX)
-go build -o "$bin/tsock" ./cmd/tsock
-if ! scripts/deploy/slurm/test.sh "$bin/tsock"; then
-	echo "the Slurm recipe's test failed" >&2
-	status=1
-fi
-rm -rf "$bin"
-phase slurm
 
 skips=$(grep -E '^\s*--- SKIP' "$log" || true)
 if [[ -n "$skips" ]]; then

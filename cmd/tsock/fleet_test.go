@@ -72,7 +72,13 @@ func sparseFleetThroughTheMount(t *testing.T, consumers int) {
 	buffer := 40 * int64(batchfile.NewLayout(64, 8).Size)
 	// Small pictures: the buffer fills in a second, also under load (with
 	// synthetic:N's photo-sized ones a loaded CI machine took over 20 s).
-	d := startDaemon(t, "--source", producertest.Folder(t, n, 10), "--image-size", "8", "--batch-size", "64",
+	// The fleet of 200 is the daemon's scale, plain-built; the fleet of
+	// 64 runs the same paths race-built (plainTsockBinary).
+	start := startDaemon
+	if consumers > 64 {
+		start = startPlainDaemon
+	}
+	d := start(t, "--source", producertest.Folder(t, n, 10), "--image-size", "8", "--batch-size", "64",
 		"--epochs", fmt.Sprint(epochs), "--buffer", fmt.Sprint(buffer), "--workers", "2")
 	waittest.Until(t, "the buffer full before anyone joins", func() bool {
 		var doc statusDoc

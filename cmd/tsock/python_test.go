@@ -124,7 +124,7 @@ func TestPythonClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "TSOCK_BIN="+tsockBinary(t), "PYTHONDONTWRITEBYTECODE=1")
+	env := append(os.Environ(), "TSOCK_BIN="+plainTsockBinary(t), "PYTHONDONTWRITEBYTECODE=1")
 	parts := map[string][]string{}
 	for _, id := range listPythonTests(t, py, dir, env, "test_format", "test_status_view", "test_tsock") {
 		part := "rest"

@@ -1,5 +1,6 @@
-// Package s3test runs a real S3 server (versitygw, POSIX backend) on
-// loopback for tests, and a proxy that injects faults between tsock and
+// Package s3test runs a real S3 server (versitygw's gateway and POSIX
+// backend, built from ./versitygw by scripts/setup.sh) on loopback for
+// tests, and a proxy that injects faults between tsock and
 // it. No mock of the API: the server is the one users can run.
 package s3test
 
@@ -33,12 +34,13 @@ const (
 )
 
 // Binary is versitygw: $TSOCK_VERSITYGW, else where scripts/setup.sh
-// installs it, else on PATH.
+// builds it (./versitygw: the gateway with its POSIX backend alone),
+// else versitygw's own command on PATH.
 func Binary() (string, error) {
 	if p := os.Getenv("TSOCK_VERSITYGW"); p != "" {
 		return p, nil
 	}
-	if p := "/var/cache/tsock/gobin/versitygw"; fileExists(p) {
+	if p := "/var/cache/tsock/gobin/versitygw-posix"; fileExists(p) {
 		return p, nil
 	}
 	return exec.LookPath("versitygw")
