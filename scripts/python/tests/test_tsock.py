@@ -687,7 +687,15 @@ class IngestTest(unittest.TestCase):
         import errno
         import threading
 
-        m = Mount(self, "--ingest", "--samples", "12", "--batch-size", "4", "--epochs", "3", "--buffer", "1MiB")
+        # Room for two batches (4160 bytes each), the one the consumer
+        # holds and the next: epoch 0's last cannot be written, nor epoch
+        # 1's order asked for, before the consumer has grown the data in
+        # the middle of epoch 0, however fast the daemon is. With room
+        # for every batch (1 MiB), a daemon built without the race
+        # detector had made all three epochs by then. One batch's room
+        # is a wait that could never end (the client holds a batch while
+        # it opens the next): refused, as it should be.
+        m = Mount(self, "--ingest", "--samples", "12", "--batch-size", "4", "--epochs", "3", "--buffer", "12KiB")
         knob = m.path("ingest", "samples")
         for bad in ("8\n", "many\n"):
             with self.assertRaises(OSError) as e:
