@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -233,18 +234,12 @@ func startDaemonOf(t *testing.T, bin string, env []string, args ...string) *moun
 func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) *mountProc {
 	t.Helper()
 	d := &mountProc{cmd: cmd, dir: dir, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
-	// A test binary that dies (go test's timeout panics) runs no Cleanup:
-	// its daemons get SIGTERM from the kernel instead, and unmount.
-	if d.cmd.SysProcAttr == nil {
-		d.cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	d.cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
 	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
+	if err := startDying(d.cmd, d.done); err != nil {
 		t.Fatal(err)
 	}
 	ready := make(chan string, 1)
@@ -253,7 +248,6 @@ func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) *mountProc {
 		ready <- line
 		io.Copy(io.Discard, stdout)
 	}()
-	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
 		d.cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -274,6 +268,35 @@ func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) *mountProc {
 		t.Fatalf("daemon not ready in 60s; stderr: %s", d.stderr)
 	}
 	return d
+}
+
+// startDying starts cmd so that it gets SIGTERM when the test binary
+// dies (go test's timeout panics and runs no Cleanup: its daemons must
+// unmount by themselves), and only then; cmd.Wait's result is sent on
+// done. The kernel sends the death signal (Pdeathsig) when the thread
+// that forked the child ends, not the process, and Go ends a thread
+// whenever a goroutine that locked it returns (runtime.LockOSThread, as
+// the tests' readers do): a daemon forked on a thread a reader locked
+// later got SIGTERM in the middle of its test (an ESHUTDOWN in
+// TestGroupThroughTheMount on a loaded machine). So the fork is made on
+// a goroutine that keeps its thread locked until the child has exited.
+func startDying(cmd *exec.Cmd, done chan<- error) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread() // after Wait: the thread lives on
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		done <- cmd.Wait()
+	}()
+	return <-started
 }
 
 // stop sends SIGTERM and checks a clean exit and unmount.

@@ -261,12 +261,10 @@ func TestAStartingMountSaysWhatItDoesAndStopsOnSIGTERM(t *testing.T) {
 		"--shard-index", index)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
+	done := make(chan error, 1)
+	if err := startDying(cmd, done); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-done

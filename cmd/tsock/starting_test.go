@@ -37,12 +37,10 @@ func TestAConsumerStartedWithTheMountWaitsForIt(t *testing.T) {
 		"--shard-index", t.TempDir()+"/train.idx", "--epochs", "1", "--batch-size", "4")
 	var mountErr bytes.Buffer
 	mount.Stderr = &mountErr
-	mount.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := mount.Start(); err != nil {
+	done := make(chan error, 1)
+	if err := startDying(mount, done); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mount.Wait() }()
 	t.Cleanup(func() {
 		mount.Process.Signal(syscall.SIGTERM)
 		select {

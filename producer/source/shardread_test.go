@@ -306,14 +306,14 @@ func TestSlowDownPacesAndNeverFails(t *testing.T) {
 		if !whole {
 			shards.ShardMemory(0)
 		}
-		proxy.RateLimit.Store(12)
+		proxy.LimitRate(12) // counted afresh: the per-sample phase's last second is not the whole shards'
 		before := proxy.Injected[s3test.SlowDown].Load()
 		cfg := producertest.Config(src, 8, 2, 2)
 		cfg.Fetch = 16
 		if err := (producertest.Stream{Good: producertest.All(n), Label: src.Label, BatchSize: 8, Epochs: 2}).Check(producertest.Produce(t, cfg)); err != nil {
 			t.Fatalf("whole shards %v: %v", whole, err)
 		}
-		proxy.RateLimit.Store(0)
+		proxy.LimitRate(0)
 		slowed := proxy.Injected[s3test.SlowDown].Load() - before
 		st := &shards.Store().Stats
 		t.Logf("whole shards %v: %s; %d SlowDown", whole, shards.Remote(), slowed)

@@ -136,7 +136,8 @@ type Proxy struct {
 	// as one connection to a distant store does; 0: no cap.
 	Bandwidth atomic.Int64
 	// RateLimit, in requests a second, is what the store serves before it
-	// answers 503 SlowDown, as S3 does per prefix; 0: no limit.
+	// answers 503 SlowDown, as S3 does per prefix; 0: no limit. Set it
+	// with LimitRate.
 	RateLimit atomic.Int64
 	// RetryAfter, in seconds, is the Retry-After of Unavailable's answers.
 	RetryAfter atomic.Int64
@@ -302,6 +303,16 @@ func (p *Proxy) Up(t testing.TB) {
 	p.listener = l
 	p.srv.SetKeepAlivesEnabled(true)
 	go p.srv.Serve(l)
+}
+
+// LimitRate sets RateLimit to n requests a second (0: no limit), counted
+// afresh: the requests of the second before (another phase of a test)
+// are not held against the next ones.
+func (p *Proxy) LimitRate(n int64) {
+	p.rate.Lock()
+	defer p.rate.Unlock()
+	p.rate.second, p.rate.n = time.Time{}, 0
+	p.RateLimit.Store(n)
 }
 
 // overRate counts a request against RateLimit in the current second.
