@@ -3,8 +3,11 @@
 // and no clock. What consumer c's batch j holds (Next, EpochEnd), where
 // a joining consumer starts (Place), whether a consumer still needs a
 // producer batch, which is what may be freed (Needs), what the producer
-// makes next (NeedBound), and whether a subset is admitted beside what
-// the others want (Admit) are decided here;
+// makes next (NeedBound), whether a subset is admitted beside what
+// the others want (Admit), how a group's rounds are dealt to its ranks
+// (Share) and, for ranks across nodes, each node's run of the data and
+// count an epoch (NodeRun, NodeDeal, NodePad; not served by the mount
+// yet) are decided here;
 // batchstore's Store is the shell around it: it holds the lock, builds
 // the view (Stream, Joining, Reader) over its state for one call, applies
 // what is decided (a batch computed, a placement, a free), and does the

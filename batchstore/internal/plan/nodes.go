@@ -1,0 +1,84 @@
+package plan
+
+// Nodes: one tsock per node serving the ranks of a trial that spans n
+// nodes. These are the decisions of the design docs/ranks.md ("Not yet")
+// describes; the mount does not serve them yet. Every node computes the
+// same node order from the source and the seed (the dataset's pieces in
+// a seeded order, each kept whole), numbers a consumer's data (its
+// subset, or all) along it, and cuts it into n runs, node k's the k-th:
+// a node reads its run's pieces, about 1/n of the bytes, and the cut is
+// the same every epoch (each node deals a fresh order of its run to its
+// ranks every epoch). Every node deals the same count an epoch
+// (NodeDeal), so that all ranks of all nodes take the same steps: the
+// counts dealt are DistributedSampler's, W·⌈T/W⌉ or, with drop_last,
+// W·⌊T/W⌋ of T samples over W ranks.
+
+// NodeRun is node k of n's run of the data has holds: the positions
+// [from, to) of order whose samples (those has holds) are node k's. The
+// data's T samples, numbered along order, are cut at ⌊i·T/n⌋: every
+// sample of it is in exactly one node's run, and a run holds ⌊T/n⌋ or
+// ⌈T/n⌉ of them.
+func NodeRun(order []int, has func(int) bool, k, n int) (from, to int) {
+	total := 0
+	for _, x := range order {
+		if has(x) {
+			total++
+		}
+	}
+	lo, hi := k*total/n, (k+1)*total/n
+	from, to = len(order), len(order)
+	seen := 0
+	for p, x := range order {
+		if !has(x) {
+			continue
+		}
+		if seen == lo && from == len(order) {
+			from = p
+		}
+		if seen == hi {
+			to = p
+			break
+		}
+		seen++
+	}
+	return min(from, to), to
+}
+
+// NodeDeal is how many samples every node deals an epoch of data of
+// total samples over n nodes: ⌊total/n⌋ with dropLast (a node whose run
+// holds one more leaves its epoch's last out, ShareFirst: a different
+// one each epoch, as each epoch's order is new), else ⌈total/n⌉ (a node
+// whose run holds one fewer takes NodePad's sample too).
+func NodeDeal(total, n int, dropLast bool) int {
+	if dropLast {
+		return total / n
+	}
+	return (total + n - 1) / n
+}
+
+// NodePad is the sample node k of n adds to its run without dropLast
+// where the run holds one fewer than NodeDeal: the first sample of the
+// data after its run in order (the next node's first, wrapping round),
+// read by both nodes each epoch, as DistributedSampler repeats samples
+// to even out its ranks. ok is false where the run needs none.
+func NodePad(order []int, has func(int) bool, k, n int) (sample int, ok bool) {
+	from, to := NodeRun(order, has, k, n)
+	total, run := 0, 0
+	for p, x := range order {
+		if has(x) {
+			total++
+			if p >= from && p < to {
+				run++
+			}
+		}
+	}
+	if total == 0 || run >= NodeDeal(total, n, false) {
+		return 0, false
+	}
+	for i := range order {
+		if x := order[(to+i)%len(order)]; has(x) {
+			return x, true
+		}
+	}
+	return 0, false
+}
