@@ -86,7 +86,11 @@ func (p *Pool) UploadPath() string {
 }
 
 // Upload copies data into a free slab, waiting for one, and returns it
-// once the bytes are on the device.
+// once the bytes are on the device. ctx bounds only the wait: a free
+// slab is taken whatever ctx says. (An ingested batch is uploaded in its
+// writer's close, whose context FUSE ends when the writer gets any
+// signal, Go's preemption signals among them; a select over both took
+// the ended context half the time with slabs free, refusing the batch.)
 func (p *Pool) Upload(ctx context.Context, data []byte) (*Slab, error) {
 	if int64(len(data)) > p.slabs[0].Size {
 		return nil, fmt.Errorf("upload %d bytes into %d-byte slabs", len(data), p.slabs[0].Size)
@@ -94,8 +98,12 @@ func (p *Pool) Upload(ctx context.Context, data []byte) (*Slab, error) {
 	var s *Slab
 	select {
 	case s = <-p.free:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	default:
+		select {
+		case s = <-p.free:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	if err := p.copyIn(s.Ptr, data); err != nil {
 		p.free <- s

@@ -51,6 +51,18 @@ func TestPoolAllocatesOnceUploadsAndFrees(t *testing.T) {
 		t.Fatalf("upload with every slab in use: %v, want to wait", err)
 	}
 	p.Release(got[1])
+	// A free slab is taken however ended ctx is: ctx bounds the wait alone
+	// (tried 200 times: a select over both took the ended one about half
+	// of them).
+	ended, end := context.WithCancel(ctx)
+	end()
+	for range 200 {
+		s, err := p.Upload(ended, []byte{9})
+		if err != nil || s != got[1] {
+			t.Fatalf("upload with a slab free and its context ended: %+v %v", s, err)
+		}
+		p.Release(s)
+	}
 	if s, err := p.Upload(ctx, []byte{9}); err != nil || s != got[1] {
 		t.Fatalf("upload after a release: %+v %v", s, err)
 	}

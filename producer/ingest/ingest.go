@@ -151,6 +151,10 @@ func (in *Ingest) upload(ctx context.Context, f *memfile.File, h *batchfile.Head
 	}
 	defer unmap()
 	blob, err := batchfile.NewBlob(ctx, f, h, in.cfg.GPU, data[h.DataStart:])
+	if ctx.Err() != nil && err != nil {
+		// Interrupted while every slab was in use: EINTR, not EFBIG.
+		return nil, fmt.Errorf("%w: waiting for a GPU slab: %v", batchstore.ErrInterrupted, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: copy to the GPU: %v", batchstore.ErrTooLarge, err)
 	}
