@@ -19,13 +19,7 @@ package plan
 // sample of it is in exactly one node's run, and a run holds ⌊T/n⌋ or
 // ⌈T/n⌉ of them.
 func NodeRun(order []int, has func(int) bool, k, n int) (from, to int) {
-	total := 0
-	for _, x := range order {
-		if has(x) {
-			total++
-		}
-	}
-	lo, hi := k*total/n, (k+1)*total/n
+	lo, hi := runBounds(count(order, has), k, n)
 	from, to = len(order), len(order)
 	seen := 0
 	for p, x := range order {
@@ -42,6 +36,21 @@ func NodeRun(order []int, has func(int) bool, k, n int) (from, to int) {
 		seen++
 	}
 	return min(from, to), to
+}
+
+// runBounds is node k of n's run of total samples, as their numbers
+// [lo, hi) along the order.
+func runBounds(total, k, n int) (lo, hi int) { return k * total / n, (k + 1) * total / n }
+
+// count is how many samples of order has holds.
+func count(order []int, has func(int) bool) int {
+	total := 0
+	for _, x := range order {
+		if has(x) {
+			total++
+		}
+	}
+	return total
 }
 
 // NodeDeal is how many samples every node deals an epoch of data of
@@ -62,19 +71,12 @@ func NodeDeal(total, n int, dropLast bool) int {
 // read by both nodes each epoch, as DistributedSampler repeats samples
 // to even out its ranks. ok is false where the run needs none.
 func NodePad(order []int, has func(int) bool, k, n int) (sample int, ok bool) {
-	from, to := NodeRun(order, has, k, n)
-	total, run := 0, 0
-	for p, x := range order {
-		if has(x) {
-			total++
-			if p >= from && p < to {
-				run++
-			}
-		}
-	}
-	if total == 0 || run >= NodeDeal(total, n, false) {
+	total := count(order, has)
+	lo, hi := runBounds(total, k, n)
+	if total == 0 || hi-lo >= NodeDeal(total, n, false) {
 		return 0, false
 	}
+	_, to := NodeRun(order, has, k, n)
 	for i := range order {
 		if x := order[(to+i)%len(order)]; has(x) {
 			return x, true

@@ -135,10 +135,9 @@ type Proxy struct {
 	// Bandwidth, in bytes a second, caps what each answer's body gets,
 	// as one connection to a distant store does; 0: no cap.
 	Bandwidth atomic.Int64
-	// RateLimit, in requests a second, is what the store serves before it
-	// answers 503 SlowDown, as S3 does per prefix; 0: no limit. Set it
-	// with LimitRate.
-	RateLimit atomic.Int64
+	// rateLimit, in requests a second, is what the store serves before it
+	// answers 503 SlowDown, as S3 does per prefix; 0: no limit (LimitRate).
+	rateLimit atomic.Int64
 	// RetryAfter, in seconds, is the Retry-After of Unavailable's answers.
 	RetryAfter atomic.Int64
 	// CutAfter, in bytes, breaks every answer's body after that many
@@ -305,19 +304,19 @@ func (p *Proxy) Up(t testing.TB) {
 	go p.srv.Serve(l)
 }
 
-// LimitRate sets RateLimit to n requests a second (0: no limit), counted
+// LimitRate has the store serve n requests a second (0: no limit), counted
 // afresh: the requests of the second before (another phase of a test)
 // are not held against the next ones.
 func (p *Proxy) LimitRate(n int64) {
 	p.rate.Lock()
 	defer p.rate.Unlock()
 	p.rate.second, p.rate.n = time.Time{}, 0
-	p.RateLimit.Store(n)
+	p.rateLimit.Store(n)
 }
 
-// overRate counts a request against RateLimit in the current second.
+// overRate counts a request against the rate limit in the current second.
 func (p *Proxy) overRate() bool {
-	limit := p.RateLimit.Load()
+	limit := p.rateLimit.Load()
 	if limit <= 0 {
 		return false
 	}
