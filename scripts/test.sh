@@ -97,27 +97,23 @@ for t in $plaintests; do # each must have run: a renamed test or a lost build li
 done
 rm -f "$plainlog"
 
-# reap PID OUT START WHAT FAILURE: waits for a check run beside go test,
-# shows its output if it failed, and notes how long it ran.
+# reap PID OUT START WHAT FAILURE [always]: waits for a check run beside
+# go test, shows its output if it failed (or always, for a check whose
+# lines are verdicts), and notes how long it ran.
 reap() {
 	if ! wait "$1"; then
 		echo "$5:" >&2
 		cat "$2" >&2
 		status=1
+	elif [[ "${6:-}" == always ]]; then
+		cat "$2"
 	fi
 	rm -f "$2"
 	phases+=("($4 beside it: $((SECONDS - $3))s from its start)")
 }
 reap "$lintpid" "$lintout" "$lintstart" vet "go vet found problems"
 reap "$mypypid" "$mypyout" "$mypystart" mypy "mypy on the Python client found errors"
-# The Slurm test's own lines (its verdicts) are shown whether or not it passed.
-if ! wait "$slurmpid"; then
-	echo "the Slurm recipe's test failed:" >&2
-	status=1
-fi
-cat "$slurmout"
-rm -f "$slurmout"
-phases+=("(slurm beside it: $((SECONDS - slurmstart))s from its start)")
+reap "$slurmpid" "$slurmout" "$slurmstart" slurm "the Slurm recipe's test failed" always
 phase "vet, mypy, slurm after go test"
 
 # The fs tests again as a user without root (nobody, no capabilities):
