@@ -131,6 +131,9 @@ type readStats struct {
 type subsetState struct {
 	subset  *Subset
 	pending []subsetChange
+	// asked is the subset as the consumer set it (nil: everything), before
+	// the node's cut (node.go) made subset of it.
+	asked *Subset
 	// decided: it set a subset or began reading. Until then its wants
 	// (everything) hold no epoch's order back (settle.go).
 	decided bool
@@ -205,6 +208,7 @@ func (s *Store) Join(name string) error {
 		lifecycle: lifecycle{joined: time.Now(), progress: time.Now()},
 		readStats: readStats{lastEpoch: -1},
 	}
+	c.subset = s.universe // all of this node's share
 	s.ros.place(c)
 	s.ros.consumers[name] = c
 	s.dem.wantsChanged()
@@ -272,10 +276,10 @@ func (s *Store) SetBatchSize(name string, n int) error {
 		case g.claimed > 0 || c.started:
 			return fmt.Errorf("batch size %d for %s: its ranks joined with batch size %d: %w", n, name, g.perRank, ErrBusy)
 		}
-		if err := s.ros.fitRound(c, n, g.world); err != nil {
+		if err := s.ros.fitRound(c, n, g.here); err != nil {
 			return err
 		}
-		g.perRank, c.batchSize = n, n*g.world
+		g.perRank, c.batchSize = n, n*g.here
 		c.batches = plan.BatchList{}
 		return nil
 	}

@@ -169,12 +169,12 @@ func (dm *demand) pruneEpochs() {
 }
 
 // wanted is what the active, decided consumers' subsets hold together,
-// now and from their next epochs; nil (everything) if one has none, or
-// none is decided. callers hold Store.mu.
+// now and from their next epochs; nil (everything) if one has none; the
+// universe (everything, or this node's share) if none is decided. callers hold Store.mu.
 func (dm *demand) wanted() *Subset {
 	u, some := dm.wantedBy(func(*consumer) bool { return true })
 	if !some {
-		return nil
+		return dm.s.universe
 	}
 	return u
 }

@@ -39,6 +39,14 @@
 // never by reading or writing its fields (TestNoPartReachesAnothersFields
 // reads the source for it), and never by a lock of its own: there is
 // none. Only the Store's own methods, the shell, read every part.
+//
+// Across nodes (node.go): the store of node K of N (Config.Node, whose
+// node order the producer computes from the source and the seed) serves
+// each consumer its node's share of its data instead of all of it, a
+// subset like any other (Node.cut, plan.NodeSamples: the same count on
+// every node), and of a group only the ranks K·W/N to (K+1)·W/N−1. What
+// no consumer has asked for yet is made of the node's share of all the
+// data (Store.universe), never of all of it.
 
 // Invariants, all kept under Store.mu:
 //

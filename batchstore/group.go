@@ -29,10 +29,13 @@ var ErrBadRank = errors.New("invalid rank or world size")
 
 // group is what makes a consumer a group. Guarded by Store.mu.
 type group struct {
-	world   int
-	perRank int     // each rank's batch size (the consumer's batch size is world × it)
-	ranks   []*rank // by number; nil until claimed
-	claimed int
+	world int
+	// first and here: this node serves the ranks [first, first+here) of
+	// world (all of them on one node).
+	first, here int
+	perRank     int     // each rank's batch size (the consumer's batch size is here × it)
+	ranks       []*rank // by number less first; nil until claimed
+	claimed     int
 	// rounds maps the ranks' batch numbers to the group's: rounds[j-base]
 	// is the round of rank batch j. They differ only where dropLast left
 	// a short epoch's last round out.
@@ -78,11 +81,18 @@ func splitRank(name string) (group string, r int, ok bool) {
 func (ro *roster) findRank(name string) (*consumer, *rank, error) {
 	gname, r, _ := splitRank(name)
 	c, ok := ro.consumers[gname]
-	if !ok || c.group == nil || r < 0 || r >= len(c.group.ranks) || c.group.ranks[r] == nil {
+	if !ok || c.group == nil || !c.group.serves(r) || c.group.ranks[r-c.group.first] == nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, ErrNoConsumer)
 	}
-	return c, c.group.ranks[r], nil
+	return c, c.group.ranks[r-c.group.first], nil
 }
+
+// serves says whether rank r is one of this node's.
+func (g *group) serves(r int) bool { return r >= g.first && r < g.first+g.here }
+
+// full says whether every rank this node serves has joined: the group
+// reads from then on.
+func (g *group) full() bool { return g.claimed == g.here }
 
 // SetWorld makes consumer name a group of world ranks, each reading
 // batches of its batch size. It must come before any rank claimed its
@@ -105,21 +115,26 @@ func (s *Store) SetWorld(name string, world int) error {
 	case world < 1 || world > MaxWorld:
 		return fmt.Errorf("world %d for %s: must be 1 to %d: %w", world, name, MaxWorld, ErrBadRank)
 	}
+	first, here, err := s.cfg.Node.ranks(world)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
 	per := c.batchSize
 	if g != nil {
 		per = g.perRank
 	}
-	if err := s.ros.fitRound(c, per, world); err != nil {
+	if err := s.ros.fitRound(c, per, here); err != nil {
 		return err
 	}
-	c.group = &group{world: world, perRank: per, ranks: make([]*rank, world)}
-	c.batchSize = per * world
+	c.group = &group{world: world, first: first, here: here, perRank: per, ranks: make([]*rank, here)}
+	c.batchSize = per * here
 	c.batches = plan.BatchList{}
 	s.dem.wantsChanged()
 	return nil
 }
 
-// fitRound checks that a round of world batches of per samples fits in
+// fitRound checks that a round of world batches of per samples (this
+// node's ranks' batches) fits in
 // the buffer, as SetBatchSize checks one consumer batch. callers hold
 // Store.mu.
 func (ro *roster) fitRound(c *consumer, per, world int) error {
@@ -146,7 +161,21 @@ func (s *Store) SetDropLast(name string, drop bool) error {
 	case c.group != nil && c.group.claimed > 0 || c.started:
 		return fmt.Errorf("drop_last of %s: fixed once its ranks joined: %w", name, ErrBusy)
 	}
-	c.dropLast = drop // before its world too: the files are written in any order
+	// Before its world too: the files are written in any order. Across
+	// nodes what this node deals depends on it (Node.cut).
+	sub, err := s.cfg.Node.cut(c.asked, drop)
+	if err != nil {
+		return fmt.Errorf("drop_last of %s: %w", name, err)
+	}
+	c.dropLast = drop
+	if sub != c.subset {
+		c.subset = sub
+		if c.decided {
+			s.dem.settle(c)
+		}
+		s.dem.wantsChanged()
+		s.broadcast()
+	}
 	return nil
 }
 
@@ -188,18 +217,21 @@ func (s *Store) JoinRank(name string, r int) error {
 		return fmt.Errorf("rank %d of %s: %w", r, name, ErrNoConsumer)
 	case c.group == nil:
 		return fmt.Errorf("rank %d of %s: not a group (write its world first): %w", r, name, ErrBadRank)
-	case r < 0 || r >= c.group.world:
+	case !c.group.serves(r) && c.group.here == c.group.world:
 		return fmt.Errorf("rank %d of %s: its world is %d (ranks 0 to %d): %w", r, name, c.group.world, c.group.world-1, ErrBadRank)
-	case c.group.ranks[r] != nil:
+	case !c.group.serves(r):
+		return fmt.Errorf("rank %d of %s: node %d of %d serves ranks %d to %d of its world of %d: %w",
+			r, name, s.cfg.Node.Index, s.cfg.Node.Count, c.group.first, c.group.first+c.group.here-1, c.group.world, ErrBadRank)
+	case c.group.ranks[r-c.group.first] != nil:
 		return fmt.Errorf("rank %d of %s: claimed already: %w", r, name, ErrExists)
 	case !c.active():
 		return fmt.Errorf("rank %d of %s: %s: %w", r, name, c.evicted, ErrEvicted)
 	}
 	g := c.group
 	s.ros.nextID++
-	g.ranks[r] = &rank{n: r, id: s.ros.nextID, done: map[uint64]struct{}{}, handles: map[uint64]int{}, readStats: readStats{lastEpoch: -1}, progress: time.Now()}
+	g.ranks[r-g.first] = &rank{n: r, id: s.ros.nextID, done: map[uint64]struct{}{}, handles: map[uint64]int{}, readStats: readStats{lastEpoch: -1}, progress: time.Now()}
 	g.claimed++
-	if g.claimed == g.world {
+	if g.full() {
 		s.broadcast() // its ranks' lookups wait for this
 	}
 	return nil
@@ -216,7 +248,7 @@ func (s *Store) LeaveRank(name string) error {
 		return fmt.Errorf("leave %w", err)
 	}
 	if !c.started { // before the group read anything: its number is free again
-		c.group.ranks[rk.n] = nil
+		c.group.ranks[rk.n-c.group.first] = nil
 		c.group.claimed--
 		return nil
 	}
@@ -302,14 +334,20 @@ func (s *Store) lookupRank(ctx context.Context, name string, local uint64, calle
 		case rk.isDone(local):
 			return Ref{}, fmt.Errorf("lookup %s/%d: consumed: %w", name, local, ErrNotFound)
 		}
-		if g.claimed == g.world {
+		if g.full() {
 			if !c.started {
 				if err := s.ros.decide(c); err != nil {
 					return Ref{}, fmt.Errorf("lookup %s/%d: %w", name, local, err)
 				}
 			}
 			share, state := s.ros.resolveShare(c, rk, local)
-			if state == plan.UnknownYet && s.ros.stuck(c, g.next) {
+			// Stuck only where no rank holds an earlier round: a rank
+			// that lags makes room by reading, and a short round then
+			// would only shrink the batches.
+			if state == plan.UnknownYet && c.low == g.next && s.ros.stuck(c, g.next) {
+				if !s.ros.mayShorten(c) {
+					continue // failed: the checks above say so
+				}
 				c.allowShort = true
 				share, state = s.ros.resolveShare(c, rk, local)
 				c.allowShort = false
@@ -368,7 +406,7 @@ func (ro *roster) resolveShare(c *consumer, rk *rank, local uint64) (plan.Batch,
 		if state != plan.Known {
 			return plan.Batch{}, state
 		}
-		if _, ok := plan.Share(round, 0, g.world, g.perRank, ro.endsEpoch(c, round), c.dropLast); !ok {
+		if _, ok := plan.Share(round, 0, g.here, g.perRank, ro.endsEpoch(c, round), c.dropLast); !ok {
 			ro.consume(c, g.next) // no rank reads it
 			g.next++
 			continue
@@ -400,7 +438,7 @@ func (ro *roster) shareOf(c *consumer, rk *rank, local uint64) (plan.Batch, bool
 	if !ok {
 		return plan.Batch{}, false
 	}
-	return plan.Share(round, rk.n, g.world, g.perRank, ro.endsEpoch(c, round), c.dropLast)
+	return plan.Share(round, rk.n-g.first, g.here, g.perRank, ro.endsEpoch(c, round), c.dropLast)
 }
 
 func (rk *rank) isDone(j uint64) bool {
@@ -447,7 +485,7 @@ func (ro *roster) pendingShares(name string) ([]Ref, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list %w", err)
 	}
-	if !c.active() || rk.left || c.group.claimed < c.group.world {
+	if !c.active() || rk.left || !c.group.full() {
 		return nil, nil
 	}
 	var refs []Ref

@@ -21,6 +21,9 @@ type groupRig struct {
 	n       int
 	mu      sync.Mutex
 	indices map[uint64][]int32 // by producer batch
+	// wantedOnly: each epoch holds only what some consumer wants, as the
+	// producer's do (the samples of no consumer's subset left out).
+	wantedOnly bool
 }
 
 func newGroupRig(n, epochs int) *groupRig {
@@ -31,25 +34,36 @@ func newGroupRig(n, epochs int) *groupRig {
 	}
 }
 
-// produce publishes epochs of the dataset, each a new permutation.
+// produce publishes epochs of the dataset, each a new permutation (of
+// what is wanted, with wantedOnly).
 func (g *groupRig) produce(t *testing.T, epochs int, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 3))
 	ctx := context.Background()
 	for e := range epochs {
-		order := rng.Perm(g.n)
-		g.s.FixOrder(e, func(in map[int]int, _ func(int) bool) map[int]int { return in })
-		for pos := 0; pos < g.n; pos += 4 {
-			k := min(4, g.n-pos)
+		var order []int
+		g.s.FixOrder(e, func(in map[int]int, wanted func(int) bool) map[int]int {
+			for _, x := range rng.Perm(g.n) {
+				if !g.wantedOnly || wanted(x) {
+					order = append(order, x)
+				}
+			}
+			return in
+		})
+		for pos := 0; pos < len(order); pos += 4 {
+			k := min(4, len(order)-pos)
 			idx := make([]int32, k)
 			for i := range k {
 				idx[i] = int32(order[pos+i])
 			}
 			r, err := g.s.Reserve(ctx, int64(10*k))
+			if errors.Is(err, ErrClosed) { // the test is over: nobody reads on
+				return
+			}
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			info := Info{Epoch: e, Index: pos / 4, Samples: k, FirstPos: pos, EndPos: pos + k, Indices: idx, Last: pos+k == g.n}
+			info := Info{Epoch: e, Index: pos / 4, Samples: k, FirstPos: pos, EndPos: pos + k, Indices: idx, Last: pos+k == len(order)}
 			g.mu.Lock()
 			seq, err := r.Publish(&fakeBlob{size: int64(10 * k)}, info)
 			g.indices[seq] = idx

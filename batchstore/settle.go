@@ -28,7 +28,10 @@ func (s *Store) Wants(e, pos, index int) bool {
 	m := s.dem.mark(e)
 	m.decided = max(m.decided, pos+1)
 	w, some := s.dem.wantCache(e)
-	if !some || w == nil || w.Has(index) {
+	if !some {
+		w = s.universe
+	}
+	if w.Has(index) {
 		return true
 	}
 	m.drops = append(m.drops, drop{int32(pos), int32(index)})
@@ -233,7 +236,7 @@ func (dm *demand) firstBatchFits(c *consumer) bool {
 	}
 	w, some := dm.wantedIn(c.joinEpoch)
 	if !some {
-		w = nil // all is made
+		w = s.universe // what is made
 	}
 	return walked+dm.spans(c.batchSize-found, c.subset, dm.sizeOf(union(w, c.subset))) <= capacity
 }

@@ -166,7 +166,7 @@ func (ro *roster) consumerSnapshot(c *consumer) ConsumerSnapshot {
 		cs.World, cs.DropLast, cs.BatchSize = g.world, c.dropLast, g.perRank
 		for r, rk := range g.ranks {
 			if rk == nil {
-				cs.Missing = append(cs.Missing, r)
+				cs.Missing = append(cs.Missing, g.first+r)
 				continue
 			}
 			cs.Ranks = append(cs.Ranks, ro.rankProgress(c, rk))

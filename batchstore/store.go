@@ -65,6 +65,9 @@ type Config struct {
 	// when a mapping goes. Negative: the backing cannot tell. Nil: nothing
 	// lingers.
 	Lingering func() int64
+	// Node is this mount's place among the nodes of trials that span
+	// several; the zero value is one node.
+	Node Node
 	// Unordered: the producer owns the order (an ingest that was given no sample count).
 	// A consumer joins at the oldest held batch and its epochs end where
 	// the producer's do; nothing is stitched.
@@ -100,6 +103,10 @@ type Store struct {
 	dem demand
 	ev  evictor
 	inv Invalidator // told of every free (invalidator.go)
+	// universe is what is made while no consumer says what it wants, and
+	// each consumer's data until it sets a subset: nil (everything) on one
+	// node, this node's share of all the data across nodes (node.go).
+	universe *Subset
 }
 
 // MaxBatchSize bounds every batch size, the producer's and consumers':
@@ -133,6 +140,11 @@ func New(cfg Config) *Store {
 	s.ros = roster{s: s, consumers: make(map[string]*consumer), splits: make(map[int]*split), unwatched: time.Now(), neededBy: make(map[uint64]*consumer)}
 	s.dem = demand{s: s, epochs: make(map[int]*epochMark), ordered: -1}
 	s.ev = evictor{s: s}
+	if u, err := cfg.Node.cut(nil, false); err == nil {
+		s.universe = u
+	} else { // no sample at all: nothing to make (the producer says why)
+		s.universe = &Subset{form: "none"}
+	}
 	return s
 }
 

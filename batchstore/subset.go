@@ -105,6 +105,11 @@ func (s *Store) SetSubset(name string, sub *Subset) error {
 	if !ok {
 		return fmt.Errorf("subset of %s: %w", name, ErrNoConsumer)
 	}
+	asked := sub
+	sub, err := s.cfg.Node.cut(sub, c.dropLast)
+	if err != nil {
+		return fmt.Errorf("subset %s of %s: %w", asked.Form(), name, err)
+	}
 	if g := c.group; g != nil && (g.claimed > 0 || c.started) {
 		// Every rank reads the same rounds: what they train on is fixed
 		// once they joined (the same subset may be written again).
@@ -118,6 +123,7 @@ func (s *Store) SetSubset(name string, sub *Subset) error {
 			return fmt.Errorf("subset %s of %s: %w", sub.Form(), name, err)
 		}
 	}
+	c.asked = asked
 	if !c.started {
 		c.subset, c.pending, c.decided = sub, nil, true
 		s.dem.settle(c)

@@ -68,7 +68,7 @@ func (p *Producer) assemble(ctx context.Context, pool chan<- []byte, results <-c
 // add places one result; it publishes when the batch is full or the
 // epoch is over.
 func (a *assembler) add(ctx context.Context, t *task) error {
-	if remote.StoreFault(t.err) || errors.Is(t.err, skipbudget.ErrExceeded) {
+	if remote.StoreFault(t.err) || errors.Is(t.err, skipbudget.ErrExceeded) || errors.Is(t.err, ErrNodeSkip) {
 		return fmt.Errorf("sample %s: %w", a.p.cfg.Source.Name(t.index), t.err)
 	}
 	if t.epoch != a.epoch {

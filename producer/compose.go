@@ -11,5 +11,6 @@ func StoreConfig(cfg Config, limit int64) batchstore.Config {
 		Limit: limit, BatchSize: cfg.BatchSize, Epochs: cfg.Epochs, Samples: cfg.Source.Len(),
 		SizeOf:  func(n int) int64 { return int64(batchfile.NewLayout(n, cfg.ImageSize).Size) },
 		Measure: batchfile.Measure,
+		Node:    storeNode(cfg),
 	}
 }

@@ -47,6 +47,8 @@ type Config struct {
 	// (--max-skipped); past it the run fails. The zero value bounds
 	// nothing.
 	MaxSkipped skipbudget.Budget
+	// Node is this node among several (--node); the zero value is one.
+	Node Node
 }
 
 // Validate checks the numbers a user gives.
@@ -68,6 +70,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("keep: only a deterministic transform (eval) makes the same bytes every epoch; %s draws new crops", c.Transform)
 	case c.Fetch < 0 || c.Fetch > MaxFetch:
 		return fmt.Errorf("fetch %d: must be 0 (none ahead) to %d", c.Fetch, MaxFetch)
+	case c.Node != Node{} && c.Node.Validate() != nil:
+		return c.Node.Validate()
+	case c.Node.Count > 1 && c.Rescan:
+		return fmt.Errorf("rescan on node %d of %d: a folder that grows on one node would cut other runs than the other nodes cut", c.Node.Index, c.Node.Count)
+	case c.Node.Count > 1 && c.Source.Len() < c.Node.Count:
+		return fmt.Errorf("node %d of %d: %d samples, fewer than the nodes", c.Node.Index, c.Node.Count, c.Source.Len())
 	}
 	if _, err := pipeline.ParseLayout(string(c.Layout)); err != nil {
 		return err
@@ -130,6 +138,14 @@ func New(cfg Config, store *batchstore.Store, alloc *memfile.Allocator) (*Produc
 	p.stats.rescan = cfg.Rescan
 	_, p.stats.vanish = source.As[source.Vanisher](cfg.Source)
 	p.stats.budget = func(skipped int) error { return cfg.MaxSkipped.Check(leftOut+skipped, leftOut+cfg.Source.Len()) }
+	if cfg.Node.Count > 1 {
+		p.stats.budget = func(skipped int) error {
+			if skipped > 0 {
+				return ErrNodeSkip
+			}
+			return nil
+		}
+	}
 	if err := p.stats.budget(0); err != nil {
 		return nil, fmt.Errorf("%s: left out when it was opened: %w", cfg.Source.Describe(), err)
 	}

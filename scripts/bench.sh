@@ -48,6 +48,9 @@
 # 15. Data-parallel trials: 4 trials of 2 ranks on one mount (a group a
 #    trial) against 8 DataLoaders with DistributedSampler, images a
 #    second and exactness: scripts/bench_ddp.sh
+# 16. Bytes read per node: three mounts as nodes, each serving a trial
+#    of its own, against the three as the nodes of one trial (--node
+#    K/3), from one S3 server: scripts/multinode.sh
 # 14. Distinct labels in a batch of an epoch over class-sorted shards at
 #    ImageNet's shape, against a uniform shuffle's
 set -euo pipefail
@@ -345,3 +348,7 @@ CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations" go test ./produc
 
 # 15. Data-parallel trials: its own table (see the script).
 scripts/bench_ddp.sh 1000 "$runs" >&3
+
+# 16. Bytes read per node, whole data against each node's share (--node
+# K/3): its own table (see the script).
+scripts/multinode.sh 600 "streaming node-share" >&3

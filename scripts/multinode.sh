@@ -7,7 +7,7 @@
 # remote.bytes. A run of 1 epoch gives the first epoch's bytes; a run of
 # 3 epochs gives the later ones ((3 epochs - 1 epoch) / 2).
 #
-#   scripts/multinode.sh [IMAGES]        default 600 real photographs
+#   scripts/multinode.sh [IMAGES] [MODES]   default 600 real photographs, every mode
 #
 # Four settings: --shard-memory 16MiB (the dataset larger than it holds,
 # as ImageNet is for the default: each later epoch reads the shards once,
@@ -15,12 +15,15 @@
 # 512MiB (this small dataset fits half of it: read once, held), 16MiB
 # with --cache 1GiB, each node indexing the shards at its mount
 # (--shard-index none); then 16MiB with a --shard-index file that an
-# earlier mount wrote, as on a file system every node sees.
+# earlier mount wrote, as on a file system every node sees; and 16MiB
+# with --node K/3 (node-share): the three mounts as the nodes of one
+# trial whose ranks span them, each making only its share of each epoch.
 # What it shows: each node reads the dataset from the store once per
 # epoch without --cache, and once in all with it (later epochs: 0 bytes);
 # nodes do not coordinate, so the store serves N nodes N times the
 # dataset in the first epoch (a sweep across nodes pays that, and no
-# more, with --cache).
+# more, with --cache); the nodes of one trial (--node) read about a
+# third each, every epoch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec 3>&1 1>&2 # the table alone on standard output
@@ -28,6 +31,7 @@ TSOCK_SETUP_S3=1 scripts/setup.sh
 source scripts/lib.sh
 
 images=${1:-600}
+modes=${2:-streaming default cache shared-index node-share}
 nodes=3
 build_tsock
 scripts/realphotos.sh "$work/photos" "$images" >/dev/null
@@ -72,8 +76,9 @@ run() {
 	shift
 	for n in $(seq "$nodes"); do
 		mkdir -p "$work/node$n"
+		# --node-share: this node's --node K/N.
 		"$tsock" mount "$work/node$n" --source "$spec" --s3-endpoint "http://127.0.0.1:$port" \
-			--epochs "$epochs" --batch-size 64 --image-size 64 --buffer 64MiB --shard-index none "$@" >"$work/node$n.log" 2>&1 &
+			--epochs "$epochs" --batch-size 64 --image-size 64 --buffer 64MiB --shard-index none "${@/#--node-share/--node=$((n - 1))/$nodes}" >"$work/node$n.log" 2>&1 &
 		daemons+=($!)
 	done
 	for n in $(seq "$nodes"); do
@@ -94,7 +99,7 @@ run() {
 dataset=$(du -cb "$work/s3/data/shards"/*.tar | tail -1 | cut -f1)
 echo "| node | --shard-memory | --cache | shards' index | bytes from the store, first epoch (index at mount included) | each later epoch |" >&3
 echo "|---|---|---|---|---|---|" >&3
-for mode in streaming default cache shared-index; do
+for mode in $modes; do
 	index="made at mount"
 	case $mode in
 	streaming) flags=(--shard-memory 16MiB) memory=16MiB cache=off ;;
@@ -104,6 +109,7 @@ for mode in streaming default cache shared-index; do
 		flags=(--shard-memory 16MiB --shard-index "$work/shared.idx") memory=16MiB cache=off index="a shared file"
 		nodes=1 run 1 "${flags[@]}" >/dev/null # the earlier mount that writes it
 		;;
+	node-share) flags=(--shard-memory 16MiB --node-share) memory=16MiB cache=off index="made at mount, --node K/$nodes" ;;
 	esac
 	echo "== $nodes nodes, ${flags[*]}: 1 epoch, then 3"
 	mapfile -t one < <(run 1 "${flags[@]}")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,6 +73,7 @@ type daemon struct {
 	metricsHTTP  *metricsServer // serves --metrics-listen
 	registryOnce sync.Once
 	reg          *prometheus.Registry // the metrics (metrics.go)
+	node         *nodeDoc             // across nodes (--node K/N, N > 1); nil on one
 }
 
 // Run mounts, produces, and serves until ctx ends or the file system is
@@ -203,7 +205,14 @@ func (d *daemon) setUp(ctx context.Context) error {
 	if err := d.setUpGPU(limit); err != nil {
 		return err
 	}
-	if err := d.newStore(producer.StoreConfig(d.cfg, limit)); err != nil {
+	storeCfg := producer.StoreConfig(d.cfg, limit)
+	if n := storeCfg.Node; n.Count > 1 {
+		d.node = &nodeDoc{Index: n.Index, Count: n.Count, From: d.nodeFrom,
+			Fingerprint: producer.NodeFingerprint(src, d.cfg.Seed, n.Count, n.Order)}
+		slog.Info("serving one node's share of each consumer's data", "node", fmt.Sprintf("%d/%d", n.Index, n.Count),
+			"from", cmp.Or(d.nodeFrom, "--node"), "fingerprint", d.node.Fingerprint)
+	}
+	if err := d.newStore(storeCfg); err != nil {
 		return err
 	}
 	if d.producer, err = producer.New(d.cfg, d.store, d.alloc); err != nil {

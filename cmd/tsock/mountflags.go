@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,7 @@ type mountFlags struct {
 	cfg       producer.Config // the built-in pipeline's, Source set by Run
 	ingestCfg ingest.Config
 	order     string // --order: shuffle or sequential
+	nodeFrom  string // where --node's value came from, where not the flag
 
 	buffer    int64 // bytes for batches
 	cacheSize int64 // 0: no --cache
@@ -100,6 +102,8 @@ func (c *mountCommand) Parse(args []string) error {
 		"samples a run may skip for their own bytes (corrupt, unreadable), a count or a percentage of the dataset; past it the run fails instead of delivering short epochs")
 	f.IntVar(&c.cfg.Workers, "workers", 0, "decoding workers; 0 means one per core")
 	f.Uint64Var(&c.cfg.Seed, "seed", 0, "seed of shuffles and crops")
+	newParsed(f, &c.cfg.Node, parseNode, "node", "",
+		"this node K of N (0 ≤ K < N) of trials whose ranks span N nodes, one tsock a node: each consumer reads its node's share of its data (about 1/N of the bytes read), a group of world W its ranks K·W/N to (K+1)·W/N-1; default SLURM_NODEID/SLURM_NNODES where set, else 0/1 (one node: all the data)")
 	newParsed(f, &c.cfg.Layout, pipeline.ParseLayout, "layout", "nchw", "image axes: nchw or nhwc")
 	newParsed(f, &c.cfg.Transform, pipeline.ParseTransform, "transform", "train", "train (random crop + flip, shuffled) or eval (centre crop, in order)")
 	f.DurationVar(&c.eviction.Timeout, "consumer-timeout", 30*time.Second,
@@ -133,7 +137,7 @@ func (c *mountCommand) Parse(args []string) error {
 }
 
 // builtInFlags only make sense with the built-in pipeline (--source).
-var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "shard-memory", "shard-disk", "shard-disk-dir", "shard-index", "s3-endpoint", "s3-retry-for", "fetch", "rescan", "keep", "columns"}
+var builtInFlags = []string{"image-size", "workers", "layout", "transform", "decoder", "cache", "cache-dir", "shard-memory", "shard-disk", "shard-disk-dir", "shard-index", "s3-endpoint", "s3-retry-for", "fetch", "rescan", "keep", "columns", "node"}
 
 // defaultRemoteFetch keeps a store 30 ms away busy enough for about
 // 2,000 images a second (64 / 0.03 s): more than the decoders of a
@@ -160,7 +164,7 @@ func (c *mountCommand) checkMode(f *pflag.FlagSet) error {
 		if c.cfg.Rescan && (source.IsS3Spec(c.source) || source.IsShardSpec(c.source) || strings.HasPrefix(c.source, "synthetic:")) {
 			return usagef("--rescan: only a local folder can be listed again, not %s", remote.Redact(c.source))
 		}
-		return nil
+		return c.nodeFromSlurm(f)
 	}
 	for _, name := range builtInFlags {
 		if f.Changed(name) {
@@ -202,6 +206,9 @@ func (c *mountCommand) validate() error {
 	case c.idleExit < 0:
 		return fmt.Errorf("--idle-exit %s: must be 0 (never) or positive", c.idleExit)
 	}
+	if c.cfg.Node.Count > 1 && c.cfg.Rescan {
+		return fmt.Errorf("--rescan with --node %d/%d%s: a folder that grows on one node would be cut into other runs than the other nodes cut", c.cfg.Node.Index, c.cfg.Node.Count, fromText(c.nodeFrom))
+	}
 	if c.gpuBuffer > 0 && c.device == "" {
 		return fmt.Errorf("--gpu-buffer %s: needs --device", c.flags.Lookup("gpu-buffer").Value)
 	}
@@ -225,6 +232,42 @@ func (c *mountCommand) validate() error {
 			return fmt.Errorf("--cache-dir %s: not a directory", c.cacheDir)
 		}
 	}
+	return nil
+}
+
+// parseNode reads --node K/N.
+func parseNode(s string) (producer.Node, error) {
+	k, n, ok := strings.Cut(s, "/")
+	ki, kerr := strconv.Atoi(k)
+	ni, nerr := strconv.Atoi(n)
+	node := producer.Node{Index: ki, Count: ni}
+	if !ok || kerr != nil || nerr != nil || node.Validate() != nil || ni > maxNodes {
+		return producer.Node{}, fmt.Errorf("%q: want K/N, this node K of N nodes (0 ≤ K < N ≤ %d), as 1/4", s, maxNodes)
+	}
+	return node, nil
+}
+
+// maxNodes bounds --node's N: a typo must not cut the data a million ways.
+const maxNodes = 65536
+
+// nodeFromSlurm defaults --node from Slurm's SLURM_NODEID and
+// SLURM_NNODES, which srun sets in every step of a job: one tsock a node
+// of a multi-node job serves that node's share. Without them, or with
+// --node given, nothing changes.
+func (c *mountCommand) nodeFromSlurm(f *pflag.FlagSet) error {
+	if f.Changed("node") {
+		return nil
+	}
+	id, nodes := os.Getenv("SLURM_NODEID"), os.Getenv("SLURM_NNODES")
+	if id == "" || nodes == "" {
+		c.cfg.Node = producer.Node{Index: 0, Count: 1}
+		return nil
+	}
+	node, err := parseNode(id + "/" + nodes)
+	if err != nil {
+		return usagef("SLURM_NODEID=%s SLURM_NNODES=%s (the default of --node): %v; give --node K/N", id, nodes, err)
+	}
+	c.cfg.Node, c.nodeFrom = node, "SLURM_NODEID/SLURM_NNODES"
 	return nil
 }
 

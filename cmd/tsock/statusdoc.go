@@ -54,6 +54,7 @@ type statusDoc struct {
 	// --ingest, whose producer orders its own batches).
 	Shuffle *shuffleReach `json:"shuffle,omitempty"`
 	Kept    *keptDoc      `json:"kept,omitempty"` // with --keep (--transform eval)
+	Node    *nodeDoc      `json:"node,omitempty"` // across nodes (--node K/N, N > 1)
 
 	// What MOUNTPOINT/status also says (statustext.go renders it from
 	// this document alone).
@@ -82,6 +83,19 @@ type statusDoc struct {
 	// lost), and the last such error.
 	FreeErrors    uint64 `json:"free_errors"`
 	LastFreeError string `json:"last_free_error,omitempty"`
+}
+
+// nodeDoc is this mount's node among those of trials that span several:
+// node Index of Count. Fingerprint names what every node must agree on
+// (producer.NodeFingerprint: the node count, the seed, the dataset's
+// size, classes and labels in the node order); nodes that print
+// different ones cut different runs. From: where the numbers came from
+// ("" for --node; SLURM_NODEID/SLURM_NNODES).
+type nodeDoc struct {
+	Index       int    `json:"index"`
+	Count       int    `json:"count"`
+	Fingerprint string `json:"fingerprint"`
+	From        string `json:"from,omitempty"`
 }
 
 // transformDoc is the built-in pipeline's transform.
@@ -365,6 +379,7 @@ func (d *daemon) statusDoc(s *mountSnapshot) statusDoc {
 		cfg := d.cfg
 		doc.Samples, doc.Decoder = cfg.Source.Len(), s.decoder
 		doc.Transform = &transformDoc{Name: string(cfg.Transform), ImageSize: cfg.ImageSize, Layout: string(cfg.Layout), Seed: cfg.Seed, Workers: cfg.Workers}
+		doc.Node = d.node
 		doc.RecentSkips = append(doc.RecentSkips, ps.RecentSkips...)
 		if cfg.Rescan {
 			doc.Rescan = &rescanDoc{Added: ps.Added, LastAdded: ps.LastAdded, LastEpoch: ps.LastAddedEpoch, LastAge: time.Since(ps.LastAddedAt).Seconds()}

@@ -41,6 +41,9 @@ func statusText(doc statusDoc) string {
 			fmt.Fprintf(&b, "transform: %s, %dx%d %s, batch size %d, seed %d, %d workers\n",
 				t.Name, t.ImageSize, t.ImageSize, t.Layout, p.BatchSize, t.Seed, t.Workers)
 		}
+		if n := doc.Node; n != nil {
+			fmt.Fprintf(&b, "node: %d of %d, each consumer's share of its data (fingerprint %s%s)\n", n.Index, n.Count, n.Fingerprint, fromText(n.From))
+		}
 		fmt.Fprintf(&b, "decoder: %s\n", doc.Decoder)
 		fmt.Fprintf(&b, "epoch: %d of %s (%d of %d samples)\n", p.Epoch, epochs, p.EpochDone, p.EpochLen)
 		fmt.Fprintf(&b, "state: %s\n", doc.StateText)
@@ -223,4 +226,12 @@ func epochText(e int) string {
 		return "none yet"
 	}
 	return strconv.Itoa(e)
+}
+
+// fromText says where a setting came from, where not its flag.
+func fromText(from string) string {
+	if from == "" {
+		return ""
+	}
+	return ", from " + from
 }

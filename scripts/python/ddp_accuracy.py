@@ -6,7 +6,7 @@ each sample to exactly one rank (the padding aside) and that every rank
 took the same number of steps. No run may hang: a rank that has not
 finished in --timeout seconds fails the run.
 
-    ddp_accuracy.py --train DIR --val DIR [--world 2] [--sides sampler,tsock]
+    ddp_accuracy.py --train DIR --val DIR [--world 2] [--nodes 1] [--sides sampler,tsock]
         [--seeds 3] [--epochs 4] [--image-size 32] [--batch-size 16] [--tsock BIN]
 
 Sides, each trained once per seed (the seed sets the weights and the
@@ -14,7 +14,10 @@ loader's order and crops):
   sampler  ImageFolder(DIR), RandomResizedCrop + flip, DistributedSampler
            (shuffle, set_epoch each epoch, padding), batch size per rank
   tsock    tsock mount --source DIR, each rank tsock.torch_loader(rank=,
-           world=): one decode for the whole trial
+           world=): one decode for the whole trial; with --nodes N, N
+           daemons as N nodes (--node K/N, each its own mount), rank r
+           reading node r // (world/N)'s mount, as one tsock a node of a
+           multi-node job serves its ranks
 Prints a JSON line per run, then a table of each side's mean accuracy
 (min-max) and its difference from the sampler's, over the seeds.
 """
@@ -131,21 +134,25 @@ def rank_main(args):
 
 def run(args, side, seed):
     """Starts the mount (tsock side) and the ranks; rank 0's JSON line."""
-    mount, proc = None, None
+    mounts, procs = [], []
+    nodes = args.nodes if side == "tsock" else 1
     if side == "tsock":
-        mount = tempfile.mkdtemp(prefix="tsock-ddp-")
-        proc = subprocess.Popen([args.tsock, "mount", mount, "--source", args.train, "--image-size", str(args.image_size),
-                                 "--batch-size", str(args.batch_size), "--epochs", str(args.epochs), "--seed", str(seed),
-                                 "--workers", "2"], stdout=subprocess.PIPE, text=True)
-        line = proc.stdout.readline()
-        if not line.startswith("tsock: mounted"):
-            sys.exit(f"ddp_accuracy: tsock mount did not come up: {line!r}")
+        for k in range(nodes):
+            mount = tempfile.mkdtemp(prefix="tsock-ddp-")
+            proc = subprocess.Popen([args.tsock, "mount", mount, "--source", args.train, "--image-size", str(args.image_size),
+                                     "--batch-size", str(args.batch_size), "--epochs", str(args.epochs), "--seed", str(seed),
+                                     "--workers", "2", "--node", f"{k}/{nodes}"], stdout=subprocess.PIPE, text=True)
+            mounts.append(mount)
+            procs.append(proc)
+            line = proc.stdout.readline()
+            if not line.startswith("tsock: mounted"):
+                sys.exit(f"ddp_accuracy: tsock mount (node {k} of {nodes}) did not come up: {line!r}")
     samples = sum(len(f) for _, _, f in os.walk(args.train))
     env = {**os.environ, "WORLD_SIZE": str(args.world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     ranks = [subprocess.Popen([sys.executable, __file__, "--rank-main", "--side", side, "--seed", str(seed), "--train", args.train,
                                "--val", args.val, "--epochs", str(args.epochs), "--image-size", str(args.image_size),
                                "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--samples", str(samples),
-                               "--mount", mount or ""],
+                               "--mount", mounts[r * nodes // args.world] if mounts else ""],
                               env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, text=True) for r in range(args.world)]
     try:
         deadline = time.monotonic() + args.timeout
@@ -162,11 +169,13 @@ def run(args, side, seed):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        if proc is not None:
+        for proc, mount in zip(procs, mounts):
             proc.send_signal(signal.SIGTERM)
             proc.wait()
             os.rmdir(mount)
-    return json.loads(next(line for line in outs[0].splitlines() if line.startswith("{")))
+    r = json.loads(next(line for line in outs[0].splitlines() if line.startswith("{")))
+    r["nodes"] = nodes
+    return r
 
 
 def main():
@@ -174,6 +183,7 @@ def main():
     ap.add_argument("--train", required=True)
     ap.add_argument("--val", required=True)
     ap.add_argument("--world", type=int, default=2)
+    ap.add_argument("--nodes", type=int, default=1, help="tsock daemons as nodes (--node K/N); world a multiple of it")
     ap.add_argument("--sides", default="sampler,tsock")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=4)
@@ -191,6 +201,8 @@ def main():
     args = ap.parse_args()
     if args.rank_main:
         return rank_main(args)
+    if args.nodes < 1 or args.world % args.nodes:
+        sys.exit(f"ddp_accuracy: --world {args.world} over --nodes {args.nodes}: each node serves as many ranks")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sides = args.sides.split(",")
     acc = {s: [] for s in sides}

@@ -25,15 +25,7 @@ package plan
 // keeps the round's Start, End, Epoch and Index: a rank's progress is
 // the round's.
 func Share(round Batch, rank, world, batchSize int, epochLast, dropLast bool) (share Batch, ok bool) {
-	return ShareFirst(round, int(round.Samples()), rank, world, batchSize, epochLast, dropLast)
-}
-
-// ShareFirst is Share over the round's first n samples alone: a node
-// whose epoch holds one sample more than every node deals leaves it out
-// of its epoch's last round (NodeDeal), so that its ranks take the steps
-// the other nodes' take. n is at most the round's samples.
-func ShareFirst(round Batch, n, rank, world, batchSize int, epochLast, dropLast bool) (share Batch, ok bool) {
-	n = min(n, int(round.Samples()))
+	n := int(round.Samples())
 	per := batchSize
 	if n < world*batchSize {
 		per = (n + world - 1) / world

@@ -1,13 +1,12 @@
 package plan
 
-// Nodes: one tsock per node serving the ranks of a trial that spans n
-// nodes. These are the decisions of the design docs/ranks.md ("Not yet")
-// describes; the mount does not serve them yet. Every node computes the
-// same node order from the source and the seed (the dataset's pieces in
-// a seeded order, each kept whole), numbers a consumer's data (its
-// subset, or all) along it, and cuts it into n runs, node k's the k-th:
-// a node reads its run's pieces, about 1/n of the bytes, and the cut is
-// the same every epoch (each node deals a fresh order of its run to its
+// Nodes: one tsock per node serving the ranks of trials that span n
+// nodes (docs/ranks.md, "Across nodes"). Every node computes the same
+// node order from the source and the seed (the dataset's pieces in a
+// seeded order, each kept whole), numbers a consumer's data (its subset,
+// or all) along it, and cuts it into n runs, node k's the k-th: a node
+// reads its run's pieces, about 1/n of the bytes, and the cut is the
+// same every epoch (each node deals a fresh order of its run to its
 // ranks every epoch). Every node deals the same count an epoch
 // (NodeDeal), so that all ranks of all nodes take the same steps: the
 // counts dealt are DistributedSampler's, W·⌈T/W⌉ or, with drop_last,
@@ -55,9 +54,9 @@ func count(order []int, has func(int) bool) int {
 
 // NodeDeal is how many samples every node deals an epoch of data of
 // total samples over n nodes: ⌊total/n⌋ with dropLast (a node whose run
-// holds one more leaves its epoch's last out, ShareFirst: a different
-// one each epoch, as each epoch's order is new), else ⌈total/n⌉ (a node
-// whose run holds one fewer takes NodePad's sample too).
+// holds one more leaves its run's last out, NodeSamples), else
+// ⌈total/n⌉ (a node whose run holds one fewer takes NodePad's sample
+// too).
 func NodeDeal(total, n int, dropLast bool) int {
 	if dropLast {
 		return total / n
@@ -83,4 +82,29 @@ func NodePad(order []int, has func(int) bool, k, n int) (sample int, ok bool) {
 		}
 	}
 	return 0, false
+}
+
+// NodeSamples is what node k of n makes and deals of the data has
+// holds, every epoch: its run, padded (NodePad) or, with dropLast, its
+// run's last sample left out where it holds one more than NodeDeal, so
+// that it holds NodeDeal samples exactly. With dropLast, the samples
+// left out are the same every epoch, fewer than n of the data (each
+// node's group still leaves its own uneven tail out of each epoch, a
+// new one each time, as DistributedSampler does).
+func NodeSamples(order []int, has func(int) bool, k, n int, dropLast bool) []int {
+	from, to := NodeRun(order, has, k, n)
+	var run []int
+	for _, x := range order[from:to] {
+		if has(x) {
+			run = append(run, x)
+		}
+	}
+	deal := NodeDeal(count(order, has), n, dropLast)
+	if len(run) > deal {
+		run = run[:deal]
+	}
+	if pad, ok := NodePad(order, has, k, n); ok && len(run) < deal {
+		run = append(run, pad)
+	}
+	return run
 }

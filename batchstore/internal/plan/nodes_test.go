@@ -9,8 +9,8 @@ import (
 // dropLast: every node cuts the same runs from the same order (every
 // sample of the data in exactly one, counts ⌊T/n⌋ or ⌈T/n⌉, each a
 // stretch of the order); each node deals NodeDeal a fresh order of its
-// run (NodePad's sample added, or its epoch's last left out) in rounds
-// of its ranks' batches (ShareFirst), and then every rank of every node
+// run (NodePad's sample added, or its run's last left out: NodeSamples)
+// in rounds of its ranks' batches (Share), and then every rank of every node
 // takes the same steps and the same samples, and the counts dealt are
 // DistributedSampler's over all the ranks: every sample at least once
 // and W·⌈T/W⌉ in all, or with dropLast none twice and W·⌊T/W⌋ in all.
@@ -53,15 +53,19 @@ func TestNodesDealEqualStepsAsDistributedSamplerCounts(t *testing.T) {
 			if len(run) != total/nodes && len(run) != (total+nodes-1)/nodes {
 				t.Fatalf("trial %d: node %d of %d holds %d of %d", trial, k, nodes, len(run), total)
 			}
-			if pad, ok := NodePad(order, has, k, nodes); ok && !dropLast {
-				if !has(pad) {
-					t.Fatalf("trial %d: node %d pads with %d, not in the data", trial, k, pad)
+			if pad, ok := NodePad(order, has, k, nodes); ok && !has(pad) {
+				t.Fatalf("trial %d: node %d pads with %d, not in the data", trial, k, pad)
+			}
+			mine := NodeSamples(order, has, k, nodes, dropLast)
+			if len(mine) != deal {
+				t.Fatalf("trial %d: node %d makes %d of a run of %d, every node deals %d", trial, k, len(mine), len(run), deal)
+			}
+			for _, x := range mine[:min(len(mine), len(run))] {
+				if owner[x] != k {
+					t.Fatalf("trial %d: node %d makes %d of node %d's run", trial, k, x, owner[x])
 				}
-				run = append(run, pad)
 			}
-			if len(run) < deal {
-				t.Fatalf("trial %d: node %d deals %d from a run of %d", trial, k, deal, len(run))
-			}
+			run = mine
 			// A fresh order of the run: its samples as global samples
 			// 0..len-1 of this node's stream, cut into rounds.
 			rng.Shuffle(len(run), func(i, j int) { run[i], run[j] = run[j], run[i] })
@@ -70,11 +74,7 @@ func TestNodesDealEqualStepsAsDistributedSamplerCounts(t *testing.T) {
 				nSteps, nSamples := 0, 0
 				for i, round := range rounds {
 					last := i == len(rounds)-1
-					n := int(round.Samples())
-					if last {
-						n -= len(run) - deal // the one left out, if any
-					}
-					share, ok := ShareFirst(round, n, r, world, batch, last, dropLast)
+					share, ok := Share(round, r, world, batch, last, dropLast)
 					if !ok {
 						continue
 					}

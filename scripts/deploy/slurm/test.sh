@@ -79,6 +79,8 @@ for _ in $(seq 100); do [[ $(sinfo -h -N -o %t 2>/dev/null | grep -c idle) == 2 
 # of its consumer and writes what it saw; sweep.py gives a rate.
 mkdir -p "$work/submit" "$work/bin"
 cp "$tsock_bin" "$work/bin/tsock"
+# Debian's Python, with its torch (the DDP job's), whatever else PATH has.
+ln -s /usr/bin/python3 "$work/bin/python3"
 export PATH="$work/bin:$PATH"
 cat >"$work/submit/sweep.py" <<'PY'
 import sys
@@ -213,3 +215,78 @@ wait_done "$job"
 for _ in $(seq 100); do compgen -G "/dev/shm/tsock-$job.*" >/dev/null || break; sleep 0.1; done
 no_leftovers "$job"
 echo "slurm test: scancel: job $job $(state "$job"), no mount, no mountpoint left"
+
+# 4. One data-parallel trial (torch DDP, gloo) of 4 ranks over the 2
+# nodes (DDP_RANKS_PER_NODE=2): each node's tsock serves its node's share
+# (--node K/2 from Slurm's SLURM_NODEID/SLURM_NNODES) to the 2 ranks it
+# runs; every step all-reduces, as DDP's backward does (a rank with a
+# step more would wait there forever). Two epochs: the job ends
+# COMPLETED, every sample reached a rank each epoch (fewer than 4 twice:
+# padding), every rank took the same steps, ranks 0-1 read n1's mount and
+# 2-3 n2's. Then a rank killed mid-epoch fails the job (srun
+# --kill-on-bad-exit), at once, nothing left mounted.
+cat >"$work/submit/train.py" <<'PY'
+import argparse, json, os, signal
+import torch
+import torch.distributed as dist
+import tsock
+ap = argparse.ArgumentParser()
+ap.add_argument("--data"); ap.add_argument("--consumer"); ap.add_argument("--lr", type=float)
+a = ap.parse_args()
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+kill_at = int(os.environ.get("KILL_RANK_AT", "-1"))
+c = tsock.Consumer(a.data, name=a.consumer, batch_size=4)
+seen, steps = [], []
+for e, epoch in enumerate(c.epochs()):
+    if e == 2:
+        break
+    mine, n = [], 0
+    for b in epoch:
+        if rank == world - 1 and e == 0 and n == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        t = torch.ones(1)
+        dist.all_reduce(t)  # a step
+        mine += b["indices"].tolist()
+        n += 1
+    seen.append(mine)
+    steps.append(n)
+everyone = [None] * world
+dist.all_gather_object(everyone, (seen, steps, os.environ["SLURMD_NODENAME"], a.data))
+if rank == 0:
+    exact = all(set(i for s, _, _, _ in everyone for i in s[e]) == set(range(40))
+                and sum(len(s[e]) for s, _, _, _ in everyone) - 40 < world for e in range(2))
+    with open("result-ddp.json", "w") as f:
+        json.dump({"exact": exact, "steps": [st for _, st, _, _ in everyone],
+                   "nodes": [nd for _, _, nd, _ in everyone], "mounts": [m for _, _, _, m in everyone]}, f)
+c.close()
+dist.barrier()
+os._exit(0)  # past gloo's teardown (ddp_accuracy.py says why)
+PY
+ddp_env=(SOURCE=synthetic:40 DDP_RANKS_PER_NODE=2 TRIAL_GPUS=0 TSOCK_CACHE=0 TSOCK_ARGS="--batch-size 8 --buffer 4MiB --image-size 8"
+	MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 3)) PYTHONPATH="$OLDPWD/scripts/python")
+start=$(date +%s.%N)
+job=$(env "${ddp_env[@]}" sbatch --parsable --nodes=2 --output="$work/ddp-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
+wait_done "$job" "$work/ddp-$job.out"
+end=$(date +%s.%N)
+[[ $(state "$job") == COMPLETED ]] || fail "DDP job $job ended $(state "$job"):
+$(cat "$work/ddp-$job.out")"
+no_leftovers "$job"
+python3 - result-ddp.json <<'PY' || fail "DDP job $job: not exact, or ranks on the wrong nodes: $(cat result-ddp.json; cat "$work/ddp-$job.out")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["exact"], r
+assert r["steps"] == [[3, 3]] * 4, r  # 20 samples a node, 10 a rank: 3 steps of 4, 4, 2
+assert r["nodes"] == ["n1", "n1", "n2", "n2"], r
+assert all(m.endswith("." + n) for m, n in zip(r["mounts"], r["nodes"])), r  # each on its node's mount
+PY
+echo "slurm test: a DDP trial of 4 ranks over 2 nodes (job $job, each node's tsock serving its half): COMPLETED in $(awk "BEGIN { printf \"%.1f\", $end - $start }") s, every epoch exact, every rank 3 steps an epoch"
+start=$(date +%s.%N)
+job=$(env "${ddp_env[@]}" MASTER_PORT=$((port + 4)) KILL_RANK_AT=1 sbatch --parsable --nodes=2 --output="$work/ddpkill-%j.out" "$OLDPWD/scripts/deploy/slurm/sweep.sbatch")
+wait_done "$job" "$work/ddpkill-$job.out"
+end=$(date +%s.%N)
+[[ $(state "$job") == FAILED ]] || fail "DDP job $job with a rank killed ended $(state "$job"), want FAILED:
+$(cat "$work/ddpkill-$job.out")"
+for _ in $(seq 100); do compgen -G "/dev/shm/tsock-$job.*" >/dev/null || break; sleep 0.1; done
+no_leftovers "$job"
+echo "slurm test: a rank killed mid-epoch: DDP job $job FAILED in $(awk "BEGIN { printf \"%.1f\", $end - $start }") s, no mount left"

@@ -456,19 +456,60 @@ class DDPTest(unittest.TestCase):
         validation accuracy is the sampler's within 0.1. A rank reading
         the whole epoch (the group's deal removed) fails the exactness
         check; one with a batch more hangs DDP and fails the timeout."""
-        train, val = tempfile.mkdtemp(prefix="tsock-ddp-"), tempfile.mkdtemp(prefix="tsock-ddp-")
-        for d, n in ((train, 400), (val, 120)):
-            subprocess.run([tsock_binary(), "gendata", d, "--images", str(n), "--classes", "8", "--min-side", "48",
-                            "--max-side", "96"], check=True, stdout=subprocess.DEVNULL)
-        out = subprocess.run([PY, os.path.join(ROOT, "scripts", "python", "ddp_accuracy.py"), "--train", train, "--val", val,
-                              "--world", "2", "--seeds", "1", "--epochs", "3", "--image-size", "32", "--batch-size", "16",
-                              "--timeout", "300", "--tsock", tsock_binary()], capture_output=True, text=True)
-        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
-        runs = {r["side"]: r for r in (json.loads(line) for line in out.stdout.splitlines() if line.startswith("{"))}
+        out, runs = _ddp_accuracy(self, (400, 120, 8, 48, 96), "--world", "2", "--seeds", "1", "--epochs", "3",
+                                  "--image-size", "32", "--batch-size", "16")
         self.assertTrue(runs["tsock"]["exact"] and runs["sampler"]["exact"], out.stdout)
         self.assertEqual(runs["tsock"]["steps"], runs["sampler"]["steps"], out.stdout)  # ceil(200/16) a rank an epoch
         self.assertGreater(runs["sampler"]["accuracy"], 0.4, out.stdout)  # it learns at all
         self.assertGreaterEqual(runs["tsock"]["accuracy"], runs["sampler"]["accuracy"] - 0.1, out.stdout)
+
+    def test_ranks_refuse_mounts_that_cannot_serve_one_trial(self):
+        """Before a rank joins, the ranks of a DDP job compare their mounts
+        (torch.distributed's all_gather): nodes that disagree on the
+        source or seed (fingerprints), on the node count, a world the
+        nodes cannot split, and a rank on another node's mount are
+        refused on every rank alike, naming what and where."""
+        from tsock import ranks
+        ok = [(0, 2, "ab"), (0, 2, "ab"), (1, 2, "ab"), (1, 2, "ab")]
+        ranks.check_nodes(2, 4, ok[2], ok)  # agrees: no error
+        ranks.check_nodes(1, 2, (0, 1, ""), [(0, 1, ""), (0, 1, "")])  # one node
+        for gathered, world, says in (
+                ([(0, 2, "ab"), (0, 2, "ab"), (1, 2, "cd"), (1, 2, "cd")], 4, "disagree on the source"),
+                ([(0, 2, "ab"), (0, 2, "ab"), (1, 3, "ab"), (1, 2, "ab")], 4, "rank 2: 3"),
+                ([(0, 2, "ab"), (0, 2, "ab"), (1, 2, "ab")], 3, "a multiple of 2"),
+                ([(0, 2, "ab"), (1, 2, "ab"), (0, 2, "ab"), (1, 2, "ab")], 4, "rank 1 on node 1 (node 0 serves it)")):
+            with self.assertRaises(tsock.TsockError) as e:
+                ranks.check_nodes(0, world, gathered[0], gathered)
+            self.assertIn(says, str(e.exception))
+
+    def test_two_nodes_serve_one_four_rank_trial(self):
+        """Two tsock daemons as two nodes (--node 0/2 and 1/2, each its
+        own mount) serve one DDP trial of 4 ranks (gloo), 2 on each: it
+        finishes, every epoch every sample reaches a rank (fewer than 4
+        twice, the padding), every rank takes the same steps (those of
+        DistributedSampler over the same data), and it learns."""
+        out, runs = _ddp_accuracy(self, (203, 80, 4, 32, 64), "--world", "4", "--nodes", "2", "--sides", "tsock",
+                                  "--seeds", "1", "--epochs", "2", "--image-size", "16", "--batch-size", "8")
+        run = runs["tsock"]
+        self.assertTrue(run["exact"], out.stdout)
+        self.assertEqual((run["nodes"], run["world"]), (2, 4), out.stdout)
+        self.assertEqual(run["steps"], [7, 7], out.stdout)  # ceil(ceil(203/4)/8): DistributedSampler's steps
+        self.assertGreater(run["accuracy"], 0.3, out.stdout)  # 4 classes: it learns at all
+
+
+def _ddp_accuracy(test, data, *args):
+    """Runs scripts/python/ddp_accuracy.py ARGS over new folders of
+    generated images (data: train and val images, classes, min and max
+    side), asserting it exits 0: its output and each side's run."""
+    train, val = tempfile.mkdtemp(prefix="tsock-ddp-"), tempfile.mkdtemp(prefix="tsock-ddp-")
+    images, vals, classes, lo, hi = data
+    for d, n in ((train, images), (val, vals)):
+        subprocess.run([tsock_binary(), "gendata", d, "--images", str(n), "--classes", str(classes), "--min-side", str(lo),
+                        "--max-side", str(hi)], check=True, stdout=subprocess.DEVNULL)
+    out = subprocess.run([PY, os.path.join(ROOT, "scripts", "python", "ddp_accuracy.py"), "--train", train, "--val", val,
+                          *args, "--timeout", "300", "--tsock", tsock_binary()], capture_output=True, text=True)
+    test.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+    return out, {r["side"]: r for r in (json.loads(line) for line in out.stdout.splitlines() if line.startswith("{"))}
 
 
 class MixTest(unittest.TestCase):

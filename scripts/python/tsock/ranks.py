@@ -79,9 +79,59 @@ def _write(path: str, value: bytes, what: str, group: str) -> None:
         raise TsockError(f"group {os.path.basename(group)}: {what}: {e.strerror}") from None
 
 
+def node_of(mount: str) -> Tuple[int, int, str]:
+    """The mount's node among those of trials that span several: (index,
+    count, fingerprint), (0, 1, "") on one node (status.json's node)."""
+    node = status.read(mount).get("node") or {}
+    return int(node.get("index", 0)), int(node.get("count", 1)), str(node.get("fingerprint", ""))
+
+
+def check_nodes(rank: int, world: int, mine: Tuple[int, int, str], gathered: Sequence[Tuple[int, int, str]]) -> None:
+    """Refuses ranks whose mounts cannot serve one trial together: every
+    rank's mount must say the same node count and fingerprint (one
+    source, seed and dataset), and rank r's must be node r // (world /
+    count), the node that serves it. gathered is every rank's
+    (index, count, fingerprint), by rank; mine is this rank's."""
+    counts = sorted({g[1] for g in gathered})
+    if len(counts) > 1:
+        raise TsockError(f"the ranks' mounts disagree on the node count: {', '.join(f'rank {r}: {g[1]}' for r, g in enumerate(gathered))}")
+    count = counts[0]
+    if world % count:
+        raise TsockError(f"world {world} over {count} nodes: each node serves as many ranks (a multiple of {count})")
+    prints = {g[2] for g in gathered}
+    if len(prints) > 1:
+        by = ", ".join(f"rank {r} (node {g[0]}): {g[2] or 'none'}" for r, g in enumerate(gathered))
+        raise TsockError(f"the nodes' mounts disagree on the source, seed or node count (their fingerprints differ): {by}")
+    per = world // count
+    wrong = [f"rank {r} on node {g[0]} (node {r // per} serves it)" for r, g in enumerate(gathered) if g[0] != r // per]
+    if wrong:
+        raise TsockError(f"ranks on the wrong node's mount: {', '.join(wrong)}; node K of {count} serves ranks K·{per} to K·{per}+{per - 1}")
+    if mine != tuple(gathered[rank]):
+        raise TsockError(f"rank {rank}: gathered {gathered[rank]!r}, this rank has {mine!r}")
+
+
+def agree_across_nodes(mount: str, rank: int, world: int) -> None:
+    """Where torch.distributed is initialized (the ranks of a DDP job),
+    every rank learns every other's node and checks them (check_nodes)
+    before any joins: each rank computes the same verdict from the same
+    gathered list, so all raise together and none waits for a rank that
+    raised. Without torch.distributed, each mount's own checks stand (a
+    rank the node does not serve is refused at its mkdir)."""
+    mine = node_of(mount)
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    if dist.get_world_size() != world or dist.get_rank() != rank:
+        raise TsockError(f"rank {rank} of world {world}: torch.distributed says rank {dist.get_rank()} of {dist.get_world_size()}")
+    gathered: List[Any] = [None] * world
+    dist.all_gather_object(gathered, mine)
+    check_nodes(rank, world, mine, [(int(g[0]), int(g[1]), str(g[2])) for g in gathered])
+
+
 def join(mount: str, group: str, rank: int, world: int, batch_size: Optional[int], drop_last: bool,
          subset: Union[None, str, Sequence[int], np.ndarray]) -> int:
     """Joins group as rank of world and returns the alive file's fd."""
+    agree_across_nodes(mount, rank, world)
     try:
         os.mkdir(group)
     except FileExistsError:
