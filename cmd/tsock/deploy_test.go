@@ -60,10 +60,11 @@ func TestDeployFilesParse(t *testing.T) {
 		vars *strings.Replacer
 	}{
 		{"../../scripts/deploy/kubernetes/tsock-daemonset.yaml", regexp.MustCompile(`(?s)exec (tsock mount .*?)\n\s+env:`), strings.NewReplacer("\n", " ")},
-		// Its default TSOCK_ARGS and a --cache as "auto" sizes it.
+		// Its default TSOCK_ARGS, a --cache as "auto" sizes it, and the
+		// node flag of a sweep's independent trials.
 		{"../../scripts/deploy/slurm/sweep.sbatch", regexp.MustCompile(`\t(tsock mount "\$m" .*?) &\n`),
 			strings.NewReplacer(`"$m"`, "/mnt/tsock", `"$3"`, "'s3://datasets/train-{000..009}.tar'",
-				"$flags", "--cache 1GiB --cache-dir "+os.TempDir(), "$4", sbatchDefault(t, "TSOCK_ARGS"))},
+				"$flags", "--cache 1GiB --cache-dir "+os.TempDir(), "$5", "--node 0/1", "$4", sbatchDefault(t, "TSOCK_ARGS"))},
 	} {
 		data, err := os.ReadFile(tc.file)
 		if err != nil {
