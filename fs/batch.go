@@ -2,6 +2,8 @@ package fs
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -26,7 +28,21 @@ type batchFile struct {
 	seq  uint64
 	size int64
 	at   time.Time
+	// direct is the batch's file as its user's other processes may open
+	// it, "/proc/PID/fd/N INODE", once an open without passthrough
+	// learned it (DirectXattr).
+	direct atomic.Pointer[string]
 }
+
+// DirectXattr names the extended attribute of a batch file that says
+// where its bytes lie, around FUSE: "/proc/PID/fd/N INODE", the
+// daemon's descriptor of the batch's memory-backed file and that file's
+// inode number. A reader of the daemon's user that holds the batch open
+// in the mount (its lease) may open that path and read or map the bytes
+// there at memory speed; the inode says it opened the right file. Absent
+// (ENODATA) where passthrough serves reads (root) or the file has no
+// descriptor (a re-batched file, a GPU slab).
+const DirectXattr = "user.tsock.direct"
 
 // newBatchFile is the node of producer batch seq, as any directory shows
 // it.
@@ -39,6 +55,7 @@ func (fsys *fileSystem) newBatchFile(seq uint64, size int64, at time.Time) *batc
 var (
 	_ = (fusefs.NodeOpener)((*batchFile)(nil))
 	_ = (fusefs.NodeGetattrer)((*batchFile)(nil))
+	_ = (fusefs.NodeGetxattrer)((*batchFile)(nil))
 )
 
 func (b *batchFile) fillAttr(attr *fuse.Attr) { fillFileAttr(attr, b.size, b.at) }
@@ -77,7 +94,38 @@ func (b *batchFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, 
 	if b.fs.path.passthrough() {
 		return &passthroughHandle{h}, fuse.FOPEN_KEEP_CACHE, 0
 	}
+	if b.direct.Load() == nil {
+		b.learnDirect(lease.Blob())
+	}
 	return h, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// learnDirect notes where blob's bytes lie for DirectXattr, if they lie
+// in a file of the daemon's.
+func (b *batchFile) learnDirect(blob batchstore.Blob) {
+	fd := blob.Fd()
+	if fd < 0 {
+		return
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return
+	}
+	where := fmt.Sprintf("/proc/%d/fd/%d %d", os.Getpid(), fd, st.Ino)
+	b.direct.Store(&where)
+}
+
+// Getxattr answers DirectXattr; every other attribute is absent.
+func (b *batchFile) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	where := b.direct.Load()
+	if attr != DirectXattr || where == nil {
+		return 0, syscall.ENODATA
+	}
+	if len(dest) < len(*where) {
+		return uint32(len(*where)), syscall.ERANGE
+	}
+	b.fs.path.directAsked.Add(1)
+	return uint32(copy(dest, *where)), 0
 }
 
 // openToFill opens the batch for the filler: a lease no consumer is

@@ -47,7 +47,7 @@ func parseBatchName(name string) (local uint64, cuda bool, ok bool) {
 // controlNames are the files of a consumer directory that are not
 // batches; rankControlNames those of a rank's (consumers/GROUP/R).
 var (
-	controlNames     = map[string]bool{"status": true, "state": true, "batch_size": true, "subset": true, "world": true, "drop_last": true}
+	controlNames     = map[string]bool{"status": true, "state": true, "batch_size": true, "subset": true, "world": true, "drop_last": true, "read_ahead": true}
 	rankControlNames = map[string]bool{"status": true, "state": true, "alive": true}
 )
 
@@ -101,7 +101,8 @@ func (d *consumerDir) OnAdd(ctx context.Context) {
 		d.AddChild("alive", d.NewPersistentInode(ctx, alive, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
 		return
 	}
-	for name, f := range map[string]*controlFile{"batch_size": d.batchSizeFile(), "world": d.worldFile(), "drop_last": d.dropLastFile()} {
+	for name, f := range map[string]*controlFile{"batch_size": d.batchSizeFile(), "world": d.worldFile(), "drop_last": d.dropLastFile(),
+		"read_ahead": d.readAheadFile()} {
 		f.uid, f.gid = d.uid, d.gid // its owner may write it
 		d.AddChild(name, d.NewPersistentInode(ctx, f, fusefs.StableAttr{Mode: syscall.S_IFREG}), false)
 	}

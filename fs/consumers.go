@@ -52,6 +52,7 @@ func (d *consumersDir) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if err := d.fs.store.Leave(name); err != nil {
 		return errno(err)
 	}
+	d.fs.aroundFUSE.Delete(name) // a consumer of that name later is another's
 	if child := d.GetChild(name); child != nil {
 		child.ForgetPersistent()
 	}

@@ -323,3 +323,32 @@ func (d *consumerDir) subsetFile() *subsetFile {
 		return err
 	}}
 }
+
+// readAheadFile is consumers/NAME/read_ahead: 1 (the default) where the
+// daemon reads each of its batches ahead into the page cache once it is
+// looked up (without passthrough: the way a reader through FUSE reads
+// fast); 0 where its reader reads around FUSE (the direct path,
+// DirectXattr: the Python client writes 0 once it has mapped a batch so),
+// and the read-ahead would only cost the daemon's CPU. A group's holds
+// for its ranks.
+func (d *consumerDir) readAheadFile() *controlFile {
+	return &controlFile{
+		textFile: textFile{render: func() ([]byte, error) {
+			if d.fs.readsAroundFUSE(d.name) {
+				return []byte("0\n"), nil
+			}
+			return []byte("1\n"), nil
+		}},
+		set: func(value string) error {
+			switch value {
+			case "1":
+				d.fs.aroundFUSE.Delete(d.name)
+				return nil
+			case "0":
+				d.fs.aroundFUSE.Store(d.name, struct{}{})
+				return nil
+			}
+			return errBadValue
+		},
+	}
+}

@@ -64,7 +64,7 @@ func TestBatchSizeControlFile(t *testing.T) {
 		for _, de := range entries {
 			names = append(names, de.Name())
 		}
-		if strings.Join(names, " ") != "000001.safetensors batch_size drop_last state status subset world" {
+		if strings.Join(names, " ") != "000001.safetensors batch_size drop_last read_ahead state status subset world" {
 			t.Fatalf("ls: %v (the 7th sample waits for a full batch)", names)
 		}
 		if snap := e.store.Snapshot(); snap.Freed != 3 {

@@ -96,6 +96,9 @@ type dataPath struct {
 	// Re-batched files (a consumer's own batch size or stitched epochs)
 	// are assembled by the daemon from several producer batches.
 	rebatchedBytes atomic.Uint64
+	// directAsked counts the answers of DirectXattr: readers that learned
+	// where a batch lies, to read it around FUSE.
+	directAsked atomic.Uint64
 	// Writes into ingest/ that came to the daemon (passthrough off).
 	daemonWrites atomic.Uint64
 }
@@ -236,9 +239,9 @@ func (m *Mounted) SharedPath() string {
 	if why := p.spliceState(); why != "" {
 		spliced = ", splicing off " + why + ": replies copied"
 	}
-	return fmt.Sprintf("daemon reads from %s (each batch read ahead whole once a consumer looks it up, in %s requests served in parallel, into the page cache its consumers share: %d batches%s, %s served so far, %s of it spliced%s); passthrough off: %s",
+	return fmt.Sprintf("daemon reads from %s (each batch read ahead whole once a consumer looks it up, in %s requests served in parallel, into the page cache its consumers share: %d batches%s, %s served so far, %s of it spliced%s); passthrough off: %s; around FUSE: %d opens learned where their batch lies (%s), for their readers to map it from the daemon's file",
 		p.backing, humanize.IBytes(uint64(p.window)), filled, notFilled, humanize.IBytes(p.daemonBytes.Load()),
-		humanize.IBytes(p.splicedBytes.Load()), spliced, p.reason)
+		humanize.IBytes(p.splicedBytes.Load()), spliced, p.reason, p.directAsked.Load(), DirectXattr)
 }
 
 // IngestPath says how writes into ingest/ are served: always by the

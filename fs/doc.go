@@ -18,6 +18,7 @@
 //	consumers/NAME/state            the same, one word
 //	consumers/NAME/000042.safetensors  that consumer's batch 42
 //	consumers/NAME/batch_size, subset   its own batch size and data (control files)
+//	consumers/NAME/read_ahead       1, or 0 where its reader reads around FUSE (control file)
 //	ingest/next, order, skip, samples   an outside producer's side (--ingest)
 //	ingest/status, refusal          its state for people; the last refusal, one line
 //
@@ -37,6 +38,13 @@
 //     looked it up, through .fill/SEQ: a hidden directory only the
 //     filler's thread may look into, whose opens hold the batch
 //     (Store.Hold) without charging or consuming anything.
+//   - Without passthrough, a producer batch's file answers the extended
+//     attribute user.tsock.direct (DirectXattr) once opened: where its
+//     bytes lie in the daemon's own memory-backed file, /proc/PID/fd/N
+//     and its inode. A reader of the daemon's user that holds the batch
+//     open in the mount (the lease) may map that path and read at memory
+//     speed around FUSE; /proc refuses it to other users. The filler
+//     skips consumers that said so (read_ahead 0).
 //   - A reply from a producer batch is spliced from its file, up to what
 //     a pipe holds (spliceLimit); every other reply is one writev
 //     (bytesReply). The data path's invariants are datapath.go's.

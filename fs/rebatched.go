@@ -88,7 +88,9 @@ func (d *consumerDir) newBatchInode(ctx context.Context, ref batchstore.Ref, out
 	if ref.Direct {
 		node := d.fs.newBatchFile(ref.Seq, ref.Size, ref.Time)
 		node.fillAttr(&out.Attr)
-		d.fs.fill.want(node)
+		if !d.fs.readsAroundFUSE(d.name) {
+			d.fs.fill.want(node)
+		}
 		return d.NewInode(ctx, node, fusefs.StableAttr{Mode: syscall.S_IFREG, Ino: batchIno(ref.Seq)})
 	}
 	node := &rebatchedFile{fs: d.fs, name: d.name, ref: ref}

@@ -140,4 +140,17 @@ type fileSystem struct {
 	// at most subsetBytesInFlight, so that writers cannot together take
 	// the daemon's memory (8 of 64 MiB each took it from 307 to 1,433 MiB).
 	subsetBytes atomic.Int64
+	// aroundFUSE: the consumers (by name) whose reader said, by writing 0
+	// to their read_ahead file, that it reads batches around FUSE (the
+	// direct path, DirectXattr): the filler does not read their batches
+	// ahead into a page cache nobody would read.
+	aroundFUSE sync.Map
+}
+
+// readsAroundFUSE says whether consumer name (or, for a rank, its group)
+// reads its batches around FUSE.
+func (fsys *fileSystem) readsAroundFUSE(name string) bool {
+	group, _, _ := strings.Cut(name, "/")
+	_, ok := fsys.aroundFUSE.Load(group)
+	return ok
 }

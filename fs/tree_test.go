@@ -209,7 +209,7 @@ func TestListingShowsUnconsumedBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Join(names, " ") != "000001.safetensors 000002.safetensors batch_size drop_last state status subset world" {
+		if strings.Join(names, " ") != "000001.safetensors 000002.safetensors batch_size drop_last read_ahead state status subset world" {
 			t.Fatalf("ls: %v", names)
 		}
 		if size, err := tr.Size("consumers/a/000002.safetensors"); err != nil || size != int64(len(content(2))) {

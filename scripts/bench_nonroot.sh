@@ -4,7 +4,7 @@
 # of each ratio). Run as root: it makes /dev/fuse openable by all for the
 # run (as an administrator does for users) and restores its mode.
 #
-#   scripts/bench_nonroot.sh [RUNS] [IMAGES]      default 3 runs, 10240 images
+#   scripts/bench_nonroot.sh [RUNS] [IMAGES] [MODES]   default 3 runs, 10240 images, every mode
 #
 # Three sides: root as it runs by default (FUSE passthrough from the
 # huge-page tmpfs root mounts), root with --storage memfd (passthrough
@@ -12,8 +12,11 @@
 # (through fusermount3; the daemon serves reads from a memfd, each batch
 # read ahead into the page cache). The side that goes first alternates.
 #
-# Per run, per shape (1 reader and 4 readers, each by read(), by mmap, and
-# by read() of a page cache already full) and per side: a mount of
+# Per run, per shape (1 reader and 4 readers, each by read(), by mmap, by
+# read() of a page cache already full, and as a training gets batches
+# from the shipped client: every array copied into a preallocated buffer;
+# without root, the client maps the batch from the daemon's own file
+# around FUSE, /proc/PID/fd/N, where the daemon offers it) and per side: a mount of
 # synthetic:IMAGES (10240: 40 batches of 256 images of 224 px, 1.5 GB)
 # with a 2 GiB buffer, every batch produced before the read starts (state
 # idle), then the readers, one consumer each, all at once
@@ -31,6 +34,7 @@ exec 3>&1 1>&2 # the rows alone on standard output
 source scripts/lib.sh
 runs=${1:-3}
 images=${2:-10240}
+modes=${3:-read mmap cached client}
 if [[ -n "${TSOCK:-}" ]]; then
 	cp "$TSOCK" "$tsock"
 else
@@ -42,6 +46,9 @@ fi
 reader=${READER_PY:-/usr/bin/python3}
 chmod 755 "$work"
 cp scripts/python/bench_read.py "$work/"
+mkdir "$work/client" # the client, for --client (user nobody reads it there)
+cp -r scripts/python/tsock "$work/client/"
+chmod -R a+rX "$work/client"
 fuse_mode=$(stat -c %a /dev/fuse)
 # At the end, whatever ended it: /dev/fuse's mode back, the daemon
 # stopped (either user's: root may signal it), no mount left (root cannot
@@ -77,6 +84,7 @@ side() {
 	[[ $as == nobody ]] && run=("${user[@]}")
 	[[ $as == memfd ]] && storage=(--storage memfd)
 	[[ $mode == mmap ]] && flags+=(--mmap)
+	[[ $mode == client ]] && flags+=(--client)
 	"${run[@]}" "$tsock" mount "$mnt" "${args[@]}" "${storage[@]}" >"$work/mount.log" 2>&1 &
 	daemon=$!
 	for _ in $(seq 600); do
@@ -85,6 +93,13 @@ side() {
 		sleep 0.05
 	done
 	for i in $(seq "$readers"); do "${run[@]}" mkdir "$mnt/consumers/r$i"; done
+	# The client says its consumer reads around FUSE (read_ahead 0) after
+	# its first batch, as tsock.Consumer does; here before the reader's
+	# glob, whose readdir looks every batch up at once (the filler would
+	# read them all ahead before the first batch is mapped).
+	if [[ $mode == client ]]; then
+		for i in $(seq "$readers"); do "${run[@]}" sh -c 'echo 0 >"$0"' "$mnt/consumers/r$i/read_ahead"; done
+	fi
 	[[ $mode == cached ]] && "${run[@]}" mkdir "$mnt/consumers/warm"
 	until [[ $("${run[@]}" cat "$mnt/state") == idle ]]; do sleep 0.2; done
 	if [[ $mode == cached ]]; then
@@ -136,7 +151,7 @@ for run in $(seq "$runs"); do
 	echo "== without root, run $run of $runs"
 	if ((run % 2)); then pages 4k; pages huge; else pages huge; pages 4k; fi
 	for readers in 1 4; do
-		for mode in read mmap cached; do
+		for mode in $modes; do
 			# The side that goes first alternates from run to run.
 			if ((run % 2)); then sides=(root memfd nobody); else sides=(nobody memfd root); fi
 			for as in "${sides[@]}"; do side "$as" "$readers" "$mode"; done
@@ -147,7 +162,7 @@ done
 echo "root's data path: $(cat "$work/path.root")"
 echo "root's data path with --storage memfd: $(cat "$work/path.memfd")"
 echo "nobody's data path: $(cat "$work/path.nobody")"
-"$reader" - "$work" "$runs" >&3 <<'PY'
+"$reader" - "$work" "$runs" "$modes" >&3 <<'PY'
 import sys
 sys.path.insert(0, "scripts/python")
 from benchtable import header, med, ratio, spread
@@ -156,11 +171,11 @@ print(header(f"\n### Without root: medians of {runs} runs (spread min-max; each 
              ("readers, by", "user without root: GB/s", "root: GB/s", "ratio",
               "root, batches in a memfd: GB/s", "ratio to it", "daemon CPU s per GB read: user (root)")))
 for readers in (1, 4):
-    for mode in ("read", "mmap", "cached"):
+    for mode in sys.argv[3].split():
         def col(side, k):
             return [float(line.split()[k]) for line in open(f"{work}/{side}.{readers}.{mode}")]
         user, root, memfd = col("nobody", 0), col("root", 0), col("memfd", 0)
-        how = {"read": "read()", "mmap": "mmap", "cached": "read(), page cache full"}[mode]
+        how = {"read": "read()", "mmap": "mmap", "cached": "read(), page cache full", "client": "the client, arrays copied out"}[mode]
         print(f"| {readers} ({how}) | {med(user):.2f} ({spread(user)}) | {med(root):.2f} ({spread(root)}) | "
               f"{ratio(user, root)} | {med(memfd):.2f} ({spread(memfd)}) | {ratio(user, memfd)} | "
               f"{med(col('nobody', 1)):.2f} ({med(col('root', 1)):.2f}) |")

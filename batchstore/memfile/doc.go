@@ -9,7 +9,12 @@
 // writes get 4 KiB pages, which are faster to allocate where the
 // hypervisor takes freed huge pages back. The
 // tmpfs is detached from its path the moment it is mounted and lives on
-// through a descriptor of its root. Either way the memory is freed when
+// through a descriptor of its root. Without root the same tmpfs is
+// mounted in a user namespace of the daemon's own (NewUserTmpfs, by a
+// helper process: the daemon's threads keep it out of new user
+// namespaces), where unprivileged user namespaces are on; its files are
+// then the user's, whose other processes may read them through
+// /proc/PID/fd at memory speed, around FUSE. Either way the memory is freed when
 // the last descriptor closes, so a crashed daemon leaves nothing behind:
 // no file, no mount.
 //

@@ -22,6 +22,8 @@ type Allocator struct {
 	kind  Kind
 	dirFd int    // tmpfs only: the detached tmpfs's root, -1 once closed
 	huge  string // the tmpfs huge= option in force, "" for memfd
+	// userns: the tmpfs is a user namespace's (NewUserTmpfs), not root's.
+	userns bool
 
 	// mu makes a file's free (close included) and Lingering's count of
 	// the files not yet freed exclusive, so that a file is counted
@@ -76,6 +78,9 @@ func (a *Allocator) Kind() Kind { return a.kind }
 
 // Describe names the backing for status files.
 func (a *Allocator) Describe() string {
+	if a.kind == Tmpfs && a.userns {
+		return fmt.Sprintf("tmpfs huge=%s in a user namespace", a.huge)
+	}
 	if a.kind == Tmpfs {
 		return fmt.Sprintf("tmpfs huge=%s", a.huge)
 	}

@@ -22,7 +22,28 @@ func allocators(t *testing.T) map[string]*Allocator {
 		})
 		out["tmpfs"] = a
 	}
+	// Every user's (user namespaces on: Debian's default; the test
+	// machines' too).
+	u, err := NewUserTmpfs(os.Args[0], t.TempDir())
+	if err != nil {
+		t.Fatalf("tmpfs in a user namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := u.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	out["userns"] = u
 	return out
+}
+
+// TestMain runs the test binary as the user namespace tmpfs helper where
+// NewUserTmpfs starts it so.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == HelperArg {
+		os.Exit(RunHelper(os.Args[2:]))
+	}
+	os.Exit(m.Run())
 }
 
 func TestWriteTruncateReadFree(t *testing.T) {

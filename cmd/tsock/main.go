@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tsock/tsock/batchstore/memfile"
 )
 
 // Exit codes: the one place they are decided.
@@ -47,6 +49,9 @@ run "tsock COMMAND --help" for a command's flags.
 `
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == memfile.HelperArg { // the daemon's own helper (memfile.NewUserTmpfs)
+		os.Exit(memfile.RunHelper(os.Args[2:]))
+	}
 	// SIGHUP (the terminal that started a foreground mount went away) ends
 	// the daemon as SIGTERM does: unmounted, never left disconnected.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)

@@ -346,6 +346,17 @@ func newAllocator(kind string) (*memfile.Allocator, error) {
 	if err == nil {
 		return a, nil
 	}
+	// Without root: a huge-page tmpfs of the daemon's own user namespace,
+	// whose files the user's readers may open through /proc/PID/fd,
+	// around FUSE (fs: the direct path).
+	self, serr := os.Executable()
+	if serr == nil {
+		var uerr error
+		if a, uerr = memfile.NewUserTmpfs(self, os.TempDir()); uerr == nil {
+			return a, nil
+		}
+		err = fmt.Errorf("%w; %w", err, uerr)
+	}
 	if kind == "tmpfs" {
 		return nil, err
 	}

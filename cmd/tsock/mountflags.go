@@ -111,7 +111,7 @@ func (c *mountCommand) Parse(args []string) error {
 	newParsed(f, &c.eviction.Straggler, batchstore.ParseStraggler, "straggler", "block", "block: all wait for the slowest consumer; evict: evict one that holds a full buffer for --consumer-timeout")
 	newParsed(f, &c.cfg.Decoder, oneOf(pipeline.DecoderAuto, pipeline.DecoderTurbo, pipeline.DecoderGo), "decoder", "auto", "JPEG decoder: auto (libjpeg-turbo if installed), turbo, or go")
 	newParsed(f, &c.join, oneOf("any", "epoch"), "join", "any", "any: a consumer joins mid-epoch, its epochs stitched exact; epoch: it waits for the next producer epoch")
-	newParsed(f, &c.storage, oneOf("auto", "tmpfs", "memfd"), "storage", "auto", "batch memory: auto, tmpfs (huge pages, needs root) or memfd")
+	newParsed(f, &c.storage, oneOf("auto", "tmpfs", "memfd"), "storage", "auto", "batch memory: auto, tmpfs (huge pages: as root, or without root in a user namespace of its own) or memfd")
 	newParsed(f, &c.passthrough, oneOf("auto", "off"), "passthrough", "auto", "serve reads by FUSE passthrough: auto or off")
 	newParsed(f, &c.deviceSpec, c.parseDevice, "device", "", "GPU to copy every batch to once, for CUDA IPC: cuda:N or GPU-<uuid>")
 	newSize(f, &c.gpuBuffer, "gpu-buffer", "", false, "GPU memory for batches (with --device); default: --buffer")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,9 +108,9 @@ func TestWithoutRoot(t *testing.T) {
 	// Which read path is live: the mount's status file, and tsock status.
 	status, ok := asUser(t, nobody, base, "cat mnt/status && "+bin+" status mnt")
 	for _, line := range []string{
-		"data path: daemon reads from memfd (each batch read ahead whole once a consumer looks it up, in 128 KiB requests served in parallel",
+		"data path: daemon reads from tmpfs huge=advise in a user namespace (each batch read ahead whole once a consumer looks it up, in 128 KiB requests served in parallel",
 		"passthrough off: kernel refused a backing file",
-		"data path daemon reads from memfd\n",
+		"data path daemon reads from tmpfs huge=advise in a user namespace\n",
 	} {
 		if !ok || !strings.Contains(status, line) {
 			t.Errorf("status as uid %d lacks %q:\n%s", nobody, line, status)
@@ -254,5 +255,158 @@ func TestWithoutRootAFailedSpliceFallsBackOnce(t *testing.T) {
 	}
 	if n := len(regexp.MustCompile(`(?m)^.*splic.*$`).FindAllString(d.stderr.String(), -1)); n != 1 {
 		t.Fatalf("the daemon's log speaks of splicing in %d lines, want one:\n%s", n, d.stderr)
+	}
+}
+
+// directReader is run as the daemon's user: it says its consumer c reads
+// around FUSE (read_ahead 0; 2 is refused), then reads c's batches with
+// the Python client, each mapped from the daemon's own file around FUSE
+// (the batch's direct flag), the same bytes as a plain read through the
+// mount. Batch 0 is held (its lease with it) while batches 1 to 4 are
+// read, and its bytes never change; batch 1's file, opened by its direct
+// path and kept past its lease, still holds batch 1's bytes once the
+// buffer has turned over (batches 5 to 9 in new files). It prints batch
+// 1's direct path.
+const directReader = `
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from tsock import batchfile
+d = os.path.join(sys.argv[2], "consumers", "c")
+os.mkdir(d)
+try:
+    with open(os.path.join(d, "read_ahead"), "wb", buffering=0) as f:
+        f.write(b"2\n")
+    raise AssertionError("read_ahead took 2")
+except OSError as e:
+    assert e.errno == 22, e
+with open(os.path.join(d, "read_ahead"), "wb", buffering=0) as f:
+    f.write(b"0\n")  # this reader reads around FUSE: nothing to read ahead
+assert open(os.path.join(d, "read_ahead")).read() == "0\n"
+path = lambda j: os.path.join(d, "%06d.safetensors" % j)
+def plain(j):
+    with open(path(j), "rb") as f:
+        return f.read()
+first = batchfile.load_batch(path(0))
+assert first.direct, "batch 0 was not mapped around FUSE"
+kept = {k: v.copy() for k, v in first.items()}
+for j in range(1, 5):
+    b = batchfile.load_batch(path(j))  # its lease, while the bytes are compared
+    assert b.direct, "batch %d was not mapped around FUSE" % j
+    fd = os.open(path(j), os.O_RDONLY)
+    where = os.getxattr(fd, batchfile.DIRECT_XATTR).decode().split()[0]
+    f = open(where, "rb")
+    direct = f.read()
+    mine = plain(j)
+    assert direct == mine, "batch %d: the direct bytes differ from the mount's" % j
+    if j == 1:
+        held, held_bytes = f, mine  # kept open past its lease
+        print(where)
+    else:
+        f.close()
+    os.close(fd)
+    del b
+for k, v in first.items():
+    assert (v == kept[k]).all(), "batch 0's %s changed while it was held" % k
+del first, v  # its arrays: the mapping, and the lease with it
+for j in range(5, 10):
+    b = batchfile.load_batch(path(j))
+    assert b.direct, "batch %d was not mapped around FUSE" % j
+    del b
+held.seek(0)
+assert held.read() == held_bytes, "batch 1's file changed once its lease was gone"
+`
+
+// Without root the daemon keeps batches on a huge-page tmpfs of its own
+// user namespace, and says so; a consumer whose reader reads around
+// FUSE gets nothing read ahead; the Python client, as the daemon's user,
+// maps each batch from the daemon's file (/proc/PID/fd/N, learned from
+// the batch file's user.tsock.direct) rather than through FUSE: the same
+// bytes as a read through the mount, a held batch unchanged while the
+// buffer turns over, and another user may not open that path.
+func TestWithoutRootReadsAroundFUSE(t *testing.T) {
+	fusetest.NeedRoot(t, "root sets /dev/fuse's mode and runs the daemon and its reader as users")
+	setDevFuse(t, 0o666)
+	base := nobodysDirs(t, "mnt", "client")
+	mnt := filepath.Join(base, "mnt")
+	bin := copyExecutable(t, tsockBinary(t), base)
+	client := filepath.Join(base, "client")
+	if out, err := exec.Command("cp", "-r", "../../scripts/python/tsock", client).CombinedOutput(); err != nil {
+		t.Fatalf("copy the client: %v %s", err, out)
+	}
+	if out, err := exec.Command("chmod", "-R", "a+rX", client).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	// 64 KiB: 6 batches of 8 images of 16 px (10 KiB each, in pages).
+	cmd := exec.Command(bin, "mount", mnt, "--source", "synthetic:80", "--batch-size", "8", "--image-size", "16", "--epochs", "1",
+		"--buffer", "64KiB")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
+	d := runDaemon(t, mnt, cmd)
+	if err := os.WriteFile(filepath.Join(base, "direct.py"), []byte(directReader), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, ok := asUser(t, nobody, base, "/usr/bin/python3 direct.py "+client+" "+mnt)
+	if !ok {
+		t.Fatalf("the client as uid %d: %s", nobody, out)
+	}
+	direct := strings.TrimSpace(out)
+	if !strings.HasPrefix(direct, fmt.Sprintf("/proc/%d/fd/", d.cmd.Process.Pid)) {
+		t.Fatalf("batch 1's direct path %q is not the daemon's", direct)
+	}
+	if out, ok := asUser(t, 2000, base, "cat "+direct+" >/dev/null"); ok || !strings.Contains(out, "Permission denied") {
+		t.Fatalf("uid 2000 read the daemon's file %s: %v %s", direct, ok, out)
+	}
+	status, _ := asUser(t, nobody, base, "cat mnt/status")
+	if !strings.Contains(status, "data path: daemon reads from tmpfs huge=advise in a user namespace") {
+		t.Fatalf("status as uid %d does not say where batches lie:\n%s", nobody, status)
+	}
+	// Nothing read ahead for a consumer that reads around FUSE; 14 opens
+	// (4 by the script's own getxattr, 10 by the client) learned where.
+	m := regexp.MustCompile(`the page cache its consumers share: (\d+) batches.*around FUSE: (\d+) opens learned`).FindStringSubmatch(status)
+	if m == nil || m[1] != "0" || m[2] != "14" {
+		t.Fatalf("status as uid %d: want 0 batches read ahead and 14 opens that learned where their batch lies:\n%s", nobody, status)
+	}
+}
+
+// Where no huge-page tmpfs can be had (user namespaces off, as some
+// clusters set them; here, no directory for its mountpoint: TMPDIR
+// names none), a daemon without root keeps its batches in memfds, as
+// before, and says so; its readers still map each batch from the
+// daemon's file (a memfd's 4 KiB pages) and read the mount's bytes.
+func TestWithoutRootWithoutATmpfsFallsBackToMemfds(t *testing.T) {
+	fusetest.NeedRoot(t, "root runs the daemon as a user")
+	setDevFuse(t, 0o666)
+	base := nobodysDirs(t, "mnt", "client")
+	mnt, client := filepath.Join(base, "mnt"), filepath.Join(base, "client")
+	bin := copyExecutable(t, tsockBinary(t), base)
+	if out, err := exec.Command("sh", "-c", "cp -r ../../scripts/python/tsock "+client+" && chmod -R a+rX "+client).CombinedOutput(); err != nil {
+		t.Fatalf("copy the client: %v %s", err, out)
+	}
+	cmd := exec.Command(bin, "mount", mnt, "--source", "synthetic:16", "--batch-size", "8", "--image-size", "16", "--epochs", "1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base, "TMPDIR=" + filepath.Join(base, "none")}
+	runDaemon(t, mnt, cmd)
+	script := `
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from tsock import batchfile
+d = os.path.join(sys.argv[2], "consumers", "c")
+os.mkdir(d)
+p = os.path.join(d, "000000.safetensors")
+b = batchfile.load_batch(p)
+with open(p, "rb") as f:
+    plain = f.read()
+assert b.direct, "not mapped around FUSE"
+assert bytes(b["indices"].tobytes()) in plain
+`
+	if err := os.WriteFile(filepath.Join(base, "memfd.py"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := asUser(t, nobody, base, "/usr/bin/python3 memfd.py "+client+" "+mnt); !ok {
+		t.Fatalf("the client as uid %d: %s", nobody, out)
+	}
+	status, _ := asUser(t, nobody, base, "cat mnt/status")
+	if !strings.Contains(status, "data path: daemon reads from memfd (") {
+		t.Fatalf("without a tmpfs: status as uid %d does not say memfd:\n%s", nobody, status)
 	}
 }

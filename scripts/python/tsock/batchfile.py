@@ -8,7 +8,8 @@ import json
 import mmap
 import os
 import struct
-from typing import Any, BinaryIO, Dict, Iterator, List, Tuple, Union
+import weakref
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -31,7 +32,8 @@ class Batch(dict):
     """One batch: a dict of numpy arrays, with the file's metadata.
 
     epoch is the consumer's own epoch, index the batch's number in it;
-    size is the file's length. A ragged tensor x (with x.offsets) is a
+    size is the file's length; direct says its arrays map the daemon's
+    own file, around FUSE (where the daemon runs without root). A ragged tensor x (with x.offsets) is a
     Ragged. value is the batch in the structure its producer published
     (a dict, or a tuple), without tsock's own "indices" if it added them.
     """
@@ -44,6 +46,7 @@ class Batch(dict):
         self.epoch = int(meta.get("epoch", 0))
         self.index = int(meta.get("batch", 0))
         self.dtypes: Dict[str, str] = meta.pop("_dtypes", {})
+        self.direct = False
 
     @property
     def value(self) -> Union["Batch", Dict[str, Any], Tuple[Any, ...]]:
@@ -101,16 +104,62 @@ def load_batch(path: Path, writable: bool = False) -> Batch:
         size = os.fstat(fd).st_size
         if size < 8:
             raise TsockError(f"{path}: {size} bytes: not a tsock batch (no safetensors header)")
-        # mmap keeps a duplicate of fd: the file stays open, and the batch
-        # held, until the mapping is gone.
-        if writable:
-            m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        else:
-            m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        m = _map_direct(fd, size, writable)
+        direct = m is not None
+        if m is None:
+            # mmap keeps a duplicate of fd: the file stays open, and the
+            # batch held, until the mapping is gone.
+            m = _map(fd, size, writable)
     finally:
         os.close(fd)
     tensors, meta = _parse(path, m, size)
-    return Batch(tensors, meta, os.fspath(path), size)
+    batch = Batch(tensors, meta, os.fspath(path), size)
+    batch.direct = direct
+    return batch
+
+
+# DIRECT_XATTR says where a batch's bytes lie around FUSE (fs.DirectXattr):
+# "/proc/PID/fd/N INODE", given where the daemon runs without root.
+DIRECT_XATTR = "user.tsock.direct"
+
+
+def _map(fd: int, size: int, writable: bool) -> mmap.mmap:
+    if writable:
+        return mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    return mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+
+
+def _map_direct(fd: int, size: int, writable: bool) -> Optional[mmap.mmap]:
+    """Maps the batch open as fd (its lease) from where its bytes lie, the
+    daemon's own file, around FUSE: at memory speed where the daemon runs
+    without root (through FUSE, a user's reads come from 4 KiB pages of
+    the page cache). None wherever that is not to be had (a root mount,
+    whose passthrough serves reads already; another user's daemon, whose
+    /proc/PID/fd this process may not open; another PID namespace; no
+    /proc; TSOCK_DIRECT=0), and the caller maps fd itself. The mount's
+    file stays open, holding the lease, as long as the mapping lives:
+    a duplicate of fd goes with it."""
+    if os.environ.get("TSOCK_DIRECT", "1") == "0":
+        return None
+    try:
+        where = os.getxattr(fd, DIRECT_XATTR).decode()
+        direct_path, ino = where.rsplit(" ", 1)
+        direct = os.open(direct_path, os.O_RDONLY | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(direct)
+        if st.st_ino != int(ino) or st.st_size < size:
+            return None  # not the batch's file (the daemon's descriptor moved on)
+        m = _map(direct, size, writable)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(direct)
+    # The lease: the mount's file open as long as the mapping lives.
+    lease = os.dup(fd)
+    weakref.finalize(m, os.close, lease)
+    return m
 
 
 def _parse(path: Path, m: mmap.mmap, size: int) -> Tuple[Dict[str, np.ndarray], Dict[str, Any]]:

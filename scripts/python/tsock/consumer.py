@@ -101,6 +101,7 @@ class Consumer:
         self.indices: Optional[np.ndarray] = None
         self._next = 0  # the next batch number to open
         self._pending = None  # a batch read ahead to find an epoch's end
+        self._around = False  # it told the daemon it reads around FUSE (read_ahead 0)
 
     def __repr__(self) -> str:
         if self.world is not None:
@@ -238,11 +239,26 @@ class Consumer:
                                  f"consumer {self.name} did not reach its end") from None
             raise TsockError(f"consumer {self.name}: open {path}: {e.strerror}") from None
         self._next += 1
+        if getattr(b, "direct", False) and not self._around:
+            self._read_around()
         self.epoch, self.meta = b.epoch, b.meta
         idx = b.get("indices")
         # GPU batches keep theirs on the device, in the batch.
         self.indices = np.array(idx) if isinstance(idx, np.ndarray) else None
         return b
+
+    def _read_around(self) -> None:
+        """This consumer maps its batches from the daemon's own files,
+        around FUSE: the daemon need not read them ahead into the page
+        cache (read_ahead 0; a group's, for its ranks). Best effort: where
+        the write fails, the read-ahead costs only the daemon's CPU."""
+        self._around = True
+        consumer = os.path.dirname(self.dir) if self.world is not None else self.dir
+        try:
+            with open(os.path.join(consumer, "read_ahead"), "wb", buffering=0) as f:
+                f.write(b"0\n")
+        except OSError:
+            pass
 
     def __iter__(self) -> Iterator[Any]:
         """Every batch of every epoch, in order."""
