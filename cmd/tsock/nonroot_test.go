@@ -265,8 +265,10 @@ func TestWithoutRootAFailedSpliceFallsBackOnce(t *testing.T) {
 // mount. Batch 0 is held (its lease with it) while batches 1 to 4 are
 // read, and its bytes never change; batch 1's file, opened by its direct
 // path and kept past its lease, still holds batch 1's bytes once the
-// buffer has turned over (batches 5 to 9 in new files). It prints batch
-// 1's direct path.
+// buffer has turned over (batches 5 to 9 in new files; batch 5 read
+// through the mount, TSOCK_DIRECT=0). It prints batch 1's direct path.
+// A second consumer's client (a re-batched file, in a PID namespace of
+// its own) falls back to the mount's file.
 const directReader = `
 import os, sys
 sys.path.insert(0, sys.argv[1])
@@ -308,7 +310,13 @@ for j in range(1, 5):
 for k, v in first.items():
     assert (v == kept[k]).all(), "batch 0's %s changed while it was held" % k
 del first, v  # its arrays: the mapping, and the lease with it
-for j in range(5, 10):
+os.environ["TSOCK_DIRECT"] = "0"  # the fallback, by choice: the mount's file
+b = batchfile.load_batch(path(5))
+with open(path(5), "rb") as f:
+    assert not b.direct and bytes(b["indices"].tobytes()) in f.read(), "TSOCK_DIRECT=0: not the mount's file"
+del b
+del os.environ["TSOCK_DIRECT"]
+for j in range(6, 10):
     b = batchfile.load_batch(path(j))
     assert b.direct, "batch %d was not mapped around FUSE" % j
     del b
@@ -349,6 +357,30 @@ func TestWithoutRootReadsAroundFUSE(t *testing.T) {
 	if !ok {
 		t.Fatalf("the client as uid %d: %s", nobody, out)
 	}
+	// A second consumer, joined once the first has read the epoch (its
+	// file stitched: a re-batched one, which the daemon assembles and
+	// offers no direct path for), read by a client in a PID namespace of
+	// its own (its /proc names no daemon, or another process): the
+	// client reads the mount's file.
+	other := `
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from tsock import batchfile
+d = os.path.join(sys.argv[2], "consumers", "c2")
+os.mkdir(d)
+p = os.path.join(d, "000000.safetensors")
+b = batchfile.load_batch(p)
+with open(p, "rb") as f:
+    assert not b.direct and bytes(b["indices"].tobytes()) in f.read(), "another PID namespace: not the mount's file"
+`
+	if err := os.WriteFile(filepath.Join(base, "otherpid.py"), []byte(other), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pidns := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "setpriv", fmt.Sprintf("--reuid=%d", nobody), fmt.Sprintf("--regid=%d", nobody),
+		"--clear-groups", "/usr/bin/python3", filepath.Join(base, "otherpid.py"), client, mnt)
+	if out, err := pidns.CombinedOutput(); err != nil {
+		t.Fatalf("the client in another PID namespace: %v\n%s", err, out)
+	}
 	direct := strings.TrimSpace(out)
 	if !strings.HasPrefix(direct, fmt.Sprintf("/proc/%d/fd/", d.cmd.Process.Pid)) {
 		t.Fatalf("batch 1's direct path %q is not the daemon's", direct)
@@ -360,11 +392,11 @@ func TestWithoutRootReadsAroundFUSE(t *testing.T) {
 	if !strings.Contains(status, "data path: daemon reads from tmpfs huge=advise in a user namespace") {
 		t.Fatalf("status as uid %d does not say where batches lie:\n%s", nobody, status)
 	}
-	// Nothing read ahead for a consumer that reads around FUSE; 14 opens
-	// (4 by the script's own getxattr, 10 by the client) learned where.
+	// Nothing read ahead for a consumer that reads around FUSE; 13 opens
+	// (4 by the script's own getxattr, 9 by the client) learned where.
 	m := regexp.MustCompile(`the page cache its consumers share: (\d+) batches.*around FUSE: (\d+) opens learned`).FindStringSubmatch(status)
-	if m == nil || m[1] != "0" || m[2] != "14" {
-		t.Fatalf("status as uid %d: want 0 batches read ahead and 14 opens that learned where their batch lies:\n%s", nobody, status)
+	if m == nil || m[1] != "0" || m[2] != "13" {
+		t.Fatalf("status as uid %d: want 0 batches read ahead and 13 opens that learned where their batch lies:\n%s", nobody, status)
 	}
 }
 
