@@ -400,45 +400,92 @@ with open(p, "rb") as f:
 	}
 }
 
-// Where no huge-page tmpfs can be had (user namespaces off, as some
-// clusters set them; here, no directory for its mountpoint: TMPDIR
-// names none), a daemon without root keeps its batches in memfds, as
-// before, and says so; its readers still map each batch from the
-// daemon's file (a memfd's 4 KiB pages) and read the mount's bytes.
-func TestWithoutRootWithoutATmpfsFallsBackToMemfds(t *testing.T) {
-	fusetest.NeedRoot(t, "root runs the daemon as a user")
+// fallbackReader loads batch argv[4] of consumer argv[3] with the Python
+// client and checks how it came: mapped from the daemon's own file
+// (argv[5] "direct") or from the mount's file ("mount"), the mount's
+// bytes either way.
+const fallbackReader = `
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from tsock import batchfile
+p = os.path.join(sys.argv[2], "consumers", sys.argv[3], "%06d.safetensors" % int(sys.argv[4]))
+b = batchfile.load_batch(p)
+with open(p, "rb") as f:
+    plain = f.read()
+assert b.direct == (sys.argv[5] == "direct"), "batch %s of %s: direct %s, want %s" % (sys.argv[4], sys.argv[3], b.direct, sys.argv[5])
+assert bytes(b["indices"].tobytes()) in plain, "not the mount's bytes"
+`
+
+// Each fallback, on one mount of a daemon without root where no
+// huge-page tmpfs can be had (user namespaces off, as some clusters set
+// them; here, no directory for its mountpoint: TMPDIR names none): it
+// keeps batches in memfds, as before, and says so. Its user's client
+// still maps each batch from the daemon's file (a memfd's 4 KiB pages);
+// the client reads the mount's file instead, the same bytes, as another
+// user (--allow-other: /proc refuses it the daemon's files), in a PID
+// namespace of its own (its /proc names no daemon) and without /proc.
+func TestWithoutRootClientFallbacks(t *testing.T) {
+	fusetest.NeedRoot(t, "root runs the daemon and its readers as users, and lets users allow others in")
 	setDevFuse(t, 0o666)
+	allowOthers(t)
 	base := nobodysDirs(t, "mnt", "client")
 	mnt, client := filepath.Join(base, "mnt"), filepath.Join(base, "client")
 	bin := copyExecutable(t, tsockBinary(t), base)
 	if out, err := exec.Command("sh", "-c", "cp -r ../../scripts/python/tsock "+client+" && chmod -R a+rX "+client).CombinedOutput(); err != nil {
 		t.Fatalf("copy the client: %v %s", err, out)
 	}
-	cmd := exec.Command(bin, "mount", mnt, "--source", "synthetic:16", "--batch-size", "8", "--image-size", "16", "--epochs", "1")
+	if err := os.WriteFile(filepath.Join(base, "fallback.py"), []byte(fallbackReader), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "mount", mnt, "--source", "synthetic:24", "--batch-size", "8", "--image-size", "16", "--epochs", "1", "--allow-other")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base, "TMPDIR=" + filepath.Join(base, "none")}
 	runDaemon(t, mnt, cmd)
-	script := `
-import os, sys
-sys.path.insert(0, sys.argv[1])
-from tsock import batchfile
-d = os.path.join(sys.argv[2], "consumers", "c")
-os.mkdir(d)
-p = os.path.join(d, "000000.safetensors")
-b = batchfile.load_batch(p)
-with open(p, "rb") as f:
-    plain = f.read()
-assert b.direct, "not mapped around FUSE"
-assert bytes(b["indices"].tobytes()) in plain
-`
-	if err := os.WriteFile(filepath.Join(base, "memfd.py"), []byte(script), 0o644); err != nil {
-		t.Fatal(err)
+	const other = 2000
+	if out, ok := asUser(t, nobody, base, "mkdir mnt/consumers/c"); !ok {
+		t.Fatalf("mkdir c: %s", out)
 	}
-	if out, ok := asUser(t, nobody, base, "/usr/bin/python3 memfd.py "+client+" "+mnt); !ok {
-		t.Fatalf("the client as uid %d: %s", nobody, out)
+	if out, ok := asUser(t, other, base, "mkdir mnt/consumers/o"); !ok {
+		t.Fatalf("mkdir o as uid %d: %s", other, out)
 	}
+	read := func(how []string, consumer string, j int, want string) {
+		t.Helper()
+		args := append(how, "/usr/bin/python3", filepath.Join(base, "fallback.py"), client, mnt, consumer, fmt.Sprint(j), want)
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	as := func(uid int) []string {
+		return []string{"setpriv", fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", uid), "--clear-groups"}
+	}
+	for j := range 3 { // another user: /proc refuses it the daemon's files
+		read(as(other), "o", j, "mount")
+	}
+	read(append([]string{"unshare", "--pid", "--fork", "--mount-proc"}, as(nobody)...), "c", 0, "mount")
+	read(append([]string{"unshare", "--mount", "sh", "-c", `umount -l /proc && exec "$@"`, "sh"}, as(nobody)...), "c", 1, "mount")
+	read(as(nobody), "c", 2, "direct")
 	status, _ := asUser(t, nobody, base, "cat mnt/status")
 	if !strings.Contains(status, "data path: daemon reads from memfd (") {
 		t.Fatalf("without a tmpfs: status as uid %d does not say memfd:\n%s", nobody, status)
 	}
+}
+
+// allowOthers lets users mount with allow_other (user_allow_other in
+// /etc/fuse.conf, which fusermount3 reads) for the test, and restores
+// the file at its end.
+func allowOthers(t *testing.T) {
+	t.Helper()
+	const conf = "/etc/fuse.conf"
+	was, err := os.ReadFile(conf)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, append(append([]byte{}, was...), []byte("\nuser_allow_other\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(conf, was, 0o644); err != nil {
+			t.Errorf("restore %s: %v", conf, err)
+		}
+	})
 }
