@@ -244,3 +244,20 @@ func (ev *evictor) evict(c *consumer, reason string) {
 	s.dem.wantsChanged()
 	s.ros.dropPending(c)
 }
+
+// failsShort fails c, stuck (the buffer cannot hold its next batch
+// whole), where a short batch would do harm, and says whether it did. On
+// one node c takes a short batch (all its ranks share it). Across nodes
+// this node's ranks would take one step more than the other nodes' (DDP
+// then waits for them forever), so c fails instead, loudly. callers hold
+// Store.mu.
+func (ev *evictor) failsShort(c *consumer) bool {
+	s := ev.s
+	if s.cfg.Node.one() {
+		return false
+	}
+	ev.evict(c, fmt.Sprintf("the buffer cannot hold its next batch; on node %d of %d a short one would leave its ranks a step apart from the other nodes' (raise --buffer)",
+		s.cfg.Node.Index, s.cfg.Node.Count))
+	s.broadcast()
+	return true
+}

@@ -345,7 +345,7 @@ func (s *Store) lookupRank(ctx context.Context, name string, local uint64, calle
 			// that lags makes room by reading, and a short round then
 			// would only shrink the batches.
 			if state == plan.UnknownYet && c.low == g.next && s.ros.stuck(c, g.next) {
-				if !s.ros.mayShorten(c) {
+				if s.ev.failsShort(c) {
 					continue // failed: the checks above say so
 				}
 				c.allowShort = true

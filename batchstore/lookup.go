@@ -87,22 +87,6 @@ func (ro *roster) stuck(c *consumer, local uint64) bool {
 	return b != nil && ro.needs(c, b)
 }
 
-// mayShorten says whether c, stuck, may take a short batch: on one
-// node, yes (all its ranks share that batch). Across nodes, no: this
-// node's ranks would take one step more than the other nodes' (DDP then
-// waits for them forever), so c fails instead, loudly. callers hold
-// Store.mu.
-func (ro *roster) mayShorten(c *consumer) bool {
-	s := ro.s
-	if s.cfg.Node.one() {
-		return true
-	}
-	s.ev.evict(c, fmt.Sprintf("the buffer cannot hold its next batch; on node %d of %d a short one would leave its ranks a step apart from the other nodes' (raise --buffer)",
-		s.cfg.Node.Index, s.cfg.Node.Count))
-	s.broadcast()
-	return false
-}
-
 // pastTheEnd reports whether c has no batch j: past its last epoch, or
 // past any batch number the dataset allows. callers hold Store.mu.
 func (ro *roster) pastTheEnd(c *consumer, j uint64) bool {
@@ -149,7 +133,7 @@ func (s *Store) Lookup(ctx context.Context, name string, local uint64, caller Ca
 		}
 		cb, state := s.ros.resolve(c, local)
 		if state == plan.UnknownYet && s.ros.stuck(c, local) {
-			if !s.ros.mayShorten(c) {
+			if s.ev.failsShort(c) {
 				continue // failed: the checks above say so
 			}
 			c.allowShort = true

@@ -23,9 +23,9 @@ type Node struct{ Index, Count int }
 // instead, loudly, naming the sample.
 var ErrNodeSkip = errors.New("a sample skipped on one node of several: its ranks would take fewer steps than the other nodes' (remove or repair the sample; every node must read the same data)")
 
-// Validate checks a node's numbers.
+// Validate checks a node's numbers; the zero value is one node.
 func (n Node) Validate() error {
-	if n.Count < 1 || n.Index < 0 || n.Index >= n.Count {
+	if n != (Node{}) && (n.Count < 1 || n.Index < 0 || n.Index >= n.Count) {
 		return fmt.Errorf("node %d/%d: want K/N with 0 ≤ K < N", n.Index, n.Count)
 	}
 	return nil
@@ -43,8 +43,7 @@ func NodeOrder(src source.Source, seed uint64) []int {
 	n := src.Len()
 	sh, ok := source.As[source.Sharded](src)
 	if !ok {
-		order := rand.New(rand.NewPCG(seed, nodeOrderStream)).Perm(n)
-		return order
+		return rand.New(rand.NewPCG(seed, nodeOrderStream)).Perm(n)
 	}
 	pieces := make([][]int, sh.Pieces())
 	for i := range n {

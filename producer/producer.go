@@ -70,12 +70,13 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("keep: only a deterministic transform (eval) makes the same bytes every epoch; %s draws new crops", c.Transform)
 	case c.Fetch < 0 || c.Fetch > MaxFetch:
 		return fmt.Errorf("fetch %d: must be 0 (none ahead) to %d", c.Fetch, MaxFetch)
-	case c.Node != Node{} && c.Node.Validate() != nil:
-		return c.Node.Validate()
 	case c.Node.Count > 1 && c.Rescan:
 		return fmt.Errorf("rescan on node %d of %d: a folder that grows on one node would cut other runs than the other nodes cut", c.Node.Index, c.Node.Count)
 	case c.Node.Count > 1 && c.Source.Len() < c.Node.Count:
 		return fmt.Errorf("node %d of %d: %d samples, fewer than the nodes", c.Node.Index, c.Node.Count, c.Source.Len())
+	}
+	if err := c.Node.Validate(); err != nil {
+		return err
 	}
 	if _, err := pipeline.ParseLayout(string(c.Layout)); err != nil {
 		return err

@@ -20,8 +20,7 @@ const (
 // Allocator creates files of one backing.
 type Allocator struct {
 	kind  Kind
-	dirFd int    // tmpfs only: the detached tmpfs's root, -1 once closed
-	huge  string // the tmpfs huge= option in force, "" for memfd
+	dirFd int // tmpfs only: the detached tmpfs's root, -1 once closed
 	// userns: the tmpfs is a user namespace's (NewUserTmpfs), not root's.
 	userns bool
 
@@ -33,10 +32,10 @@ type Allocator struct {
 }
 
 // NewMemFD returns an allocator of anonymous memfds.
-func NewMemFD() *Allocator { return newAllocator(MemFD, -1, "") }
+func NewMemFD() *Allocator { return newAllocator(MemFD, -1) }
 
-func newAllocator(kind Kind, dirFd int, huge string) *Allocator {
-	return &Allocator{kind: kind, dirFd: dirFd, huge: huge, live: map[*File]struct{}{}}
+func newAllocator(kind Kind, dirFd int) *Allocator {
+	return &Allocator{kind: kind, dirFd: dirFd, live: map[*File]struct{}{}}
 }
 
 // NewTmpfs mounts a private tmpfs and allocates files there: files
@@ -58,9 +57,21 @@ func NewTmpfs(parent string) (*Allocator, error) {
 	// is tested on), each new huge page costs a host fault per 4 KiB, and
 	// an outside producer's write(2) ran at 0.2-0.8x of /dev/shm's speed;
 	// on 4 KiB pages it matches /dev/shm.
-	const huge = "advise"
+	fd, err := mountDetached(dir)
+	if err != nil {
+		return nil, err
+	}
+	return newAllocator(Tmpfs, fd), nil
+}
+
+// huge is the tmpfs's huge= option, root's and a user namespace's.
+const huge = "advise"
+
+// mountDetached mounts the private tmpfs on dir, opens its root and
+// detaches it from dir: the descriptor is then the only way to it.
+func mountDetached(dir string) (int, error) {
 	if err := unix.Mount("tsock", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,huge="+huge); err != nil {
-		return nil, fmt.Errorf("mount tmpfs on %s: %w", dir, err)
+		return -1, fmt.Errorf("mount tmpfs on %s: %w", dir, err)
 	}
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if uerr := unix.Unmount(dir, unix.MNT_DETACH); uerr != nil && err == nil {
@@ -68,9 +79,9 @@ func NewTmpfs(parent string) (*Allocator, error) {
 		err = fmt.Errorf("detach: %w", uerr)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("tmpfs on %s: %w", dir, err)
+		return -1, fmt.Errorf("tmpfs on %s: %w", dir, err)
 	}
-	return newAllocator(Tmpfs, fd, huge), nil
+	return fd, nil
 }
 
 // Kind is the backing in use.
@@ -79,10 +90,10 @@ func (a *Allocator) Kind() Kind { return a.kind }
 // Describe names the backing for status files.
 func (a *Allocator) Describe() string {
 	if a.kind == Tmpfs && a.userns {
-		return fmt.Sprintf("tmpfs huge=%s in a user namespace", a.huge)
+		return fmt.Sprintf("tmpfs huge=%s in a user namespace", huge)
 	}
 	if a.kind == Tmpfs {
-		return fmt.Sprintf("tmpfs huge=%s", a.huge)
+		return fmt.Sprintf("tmpfs huge=%s", huge)
 	}
 	return string(a.kind)
 }

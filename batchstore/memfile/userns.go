@@ -63,18 +63,15 @@ func NewUserTmpfs(self, parent string) (*Allocator, error) {
 	if recvErr != nil {
 		return nil, fmt.Errorf("user namespace tmpfs: %w", recvErr)
 	}
-	a := newAllocator(Tmpfs, fd, userHuge)
+	a := newAllocator(Tmpfs, fd)
 	a.userns = true
 	return a, nil
 }
 
-// userHuge is the huge= option of a user namespace's tmpfs: root's.
-const userHuge = "advise"
-
 // RunHelper is the helper's whole life (os.Args[1] == HelperArg): in its
-// own user and mount namespaces, as their root, it mounts a tmpfs on
-// dir, opens its root, detaches it, sends the descriptor on fd 3 and
-// returns the exit code.
+// own user and mount namespaces, as their root, it mounts the tmpfs on
+// dir detached (mountDetached, as root's), sends its root's descriptor
+// on fd 3 and returns the exit code.
 func RunHelper(args []string) int {
 	if len(args) != 1 {
 		fmt.Fprintln(os.Stderr, "tsock: tmpfs helper: want one directory")
@@ -88,15 +85,9 @@ func RunHelper(args []string) int {
 }
 
 func helper(dir string) error {
-	if err := unix.Mount("tsock", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,huge="+userHuge); err != nil {
-		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
-	}
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := mountDetached(dir)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, err)
-	}
-	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detach %s: %w", dir, err)
+		return err
 	}
 	return unix.Sendmsg(3, []byte{0}, unix.UnixRights(fd), nil, 0)
 }

@@ -42,22 +42,42 @@ func sparseSweep(consumers, n int) []fleetMember {
 // number each came in (for a failure to show).
 func readAllBatches(dir, name string) (map[int][]int, map[int][]uint64, error) {
 	epochs, from := map[int][]int{}, map[int][]uint64{}
-	for j := uint64(0); ; j++ {
-		data, err := os.ReadFile(filepath.Join(dir, "consumers", name, fs.BatchName(j)))
-		if errors.Is(err, os.ErrNotExist) {
-			return epochs, from, nil
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: batch %d: %w", name, j, err)
-		}
-		b, err := batchfile.ParseBatch(data)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: batch %d: %w", name, j, err)
-		}
+	err := eachBatch(dir, name, func(j uint64, b *batchfile.Batch) {
 		for _, x := range b.Indices {
 			epochs[b.Epoch] = append(epochs[b.Epoch], int(x))
 			from[b.Epoch] = append(from[b.Epoch], j)
 		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return epochs, from, nil
+}
+
+// readBatches reads consumer (or rank) name's batches through the mount
+// until its end, and keeps them whole.
+func readBatches(dir, name string) ([]*batchfile.Batch, error) {
+	var out []*batchfile.Batch
+	err := eachBatch(dir, name, func(_ uint64, b *batchfile.Batch) { out = append(out, b) })
+	return out, err
+}
+
+// eachBatch reads consumer (or rank) name's batches through the mount in
+// order until its end, handing each to got.
+func eachBatch(dir, name string, got func(j uint64, b *batchfile.Batch)) error {
+	for j := uint64(0); ; j++ {
+		data, err := os.ReadFile(filepath.Join(dir, "consumers", name, fs.BatchName(j)))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: batch %d: %w", name, j, err)
+		}
+		b, err := batchfile.ParseBatch(data)
+		if err != nil {
+			return fmt.Errorf("%s: batch %d: %w", name, j, err)
+		}
+		got(j, b)
 	}
 }
 

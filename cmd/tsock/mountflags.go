@@ -241,7 +241,7 @@ func parseNode(s string) (producer.Node, error) {
 	ki, kerr := strconv.Atoi(k)
 	ni, nerr := strconv.Atoi(n)
 	node := producer.Node{Index: ki, Count: ni}
-	if !ok || kerr != nil || nerr != nil || node.Validate() != nil || ni > maxNodes {
+	if !ok || kerr != nil || nerr != nil || ni < 1 || node.Validate() != nil || ni > maxNodes {
 		return producer.Node{}, fmt.Errorf("%q: want K/N, this node K of N nodes (0 ≤ K < N ≤ %d), as 1/4", s, maxNodes)
 	}
 	return node, nil

@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/tsock/tsock/batchstore/batchfile"
-	"github.com/tsock/tsock/fs"
 	"github.com/tsock/tsock/fs/fusetest"
 	"github.com/tsock/tsock/producer/producertest"
 )
@@ -196,26 +195,6 @@ func TestTwoNodesServeOneTrial(t *testing.T) {
 		if len(seen) != n {
 			t.Fatalf("epoch %d: the own consumers of both nodes read %d distinct samples of %d", e, len(seen), n)
 		}
-	}
-}
-
-// readBatches reads consumer (or rank) name's batches through the mount
-// until its end.
-func readBatches(dir, name string) ([]*batchfile.Batch, error) {
-	var out []*batchfile.Batch
-	for j := uint64(0); ; j++ {
-		data, err := os.ReadFile(filepath.Join(dir, "consumers", name, fs.BatchName(j)))
-		if errors.Is(err, os.ErrNotExist) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: batch %d: %w", name, j, err)
-		}
-		b, err := batchfile.ParseBatch(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: batch %d: %w", name, j, err)
-		}
-		out = append(out, b)
 	}
 }
 

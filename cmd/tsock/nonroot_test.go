@@ -338,12 +338,7 @@ func TestWithoutRootReadsAroundFUSE(t *testing.T) {
 	mnt := filepath.Join(base, "mnt")
 	bin := copyExecutable(t, tsockBinary(t), base)
 	client := filepath.Join(base, "client")
-	if out, err := exec.Command("cp", "-r", "../../scripts/python/tsock", client).CombinedOutput(); err != nil {
-		t.Fatalf("copy the client: %v %s", err, out)
-	}
-	if out, err := exec.Command("chmod", "-R", "a+rX", client).CombinedOutput(); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
+	copyClient(t, client)
 	// 64 KiB: 6 batches of 8 images of 16 px (10 KiB each, in pages).
 	cmd := exec.Command(bin, "mount", mnt, "--source", "synthetic:80", "--batch-size", "8", "--image-size", "16", "--epochs", "1",
 		"--buffer", "64KiB")
@@ -431,9 +426,7 @@ func TestWithoutRootClientFallbacks(t *testing.T) {
 	base := nobodysDirs(t, "mnt", "client")
 	mnt, client := filepath.Join(base, "mnt"), filepath.Join(base, "client")
 	bin := copyExecutable(t, tsockBinary(t), base)
-	if out, err := exec.Command("sh", "-c", "cp -r ../../scripts/python/tsock "+client+" && chmod -R a+rX "+client).CombinedOutput(); err != nil {
-		t.Fatalf("copy the client: %v %s", err, out)
-	}
+	copyClient(t, client)
 	if err := os.WriteFile(filepath.Join(base, "fallback.py"), []byte(fallbackReader), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -467,6 +460,15 @@ func TestWithoutRootClientFallbacks(t *testing.T) {
 	status, _ := asUser(t, nobody, base, "cat mnt/status")
 	if !strings.Contains(status, "data path: daemon reads from memfd (") {
 		t.Fatalf("without a tmpfs: status as uid %d does not say memfd:\n%s", nobody, status)
+	}
+}
+
+// copyClient copies the Python client into dir (dir/tsock), where every
+// user may read it.
+func copyClient(t *testing.T, dir string) {
+	t.Helper()
+	if out, err := exec.Command("sh", "-c", `cp -r ../../scripts/python/tsock "$0" && chmod -R a+rX "$0"`, dir).CombinedOutput(); err != nil {
+		t.Fatalf("copy the client into %s: %v %s", dir, err, out)
 	}
 }
 

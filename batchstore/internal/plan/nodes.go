@@ -19,6 +19,12 @@ package plan
 // ⌈T/n⌉ of them.
 func NodeRun(order []int, has func(int) bool, k, n int) (from, to int) {
 	lo, hi := runBounds(count(order, has), k, n)
+	return runAt(order, has, lo, hi)
+}
+
+// runAt is the positions [from, to) of order that hold the data's
+// samples numbered [lo, hi) along it.
+func runAt(order []int, has func(int) bool, lo, hi int) (from, to int) {
 	from, to = len(order), len(order)
 	seen := 0
 	for p, x := range order {
@@ -35,6 +41,17 @@ func NodeRun(order []int, has func(int) bool, k, n int) (from, to int) {
 		seen++
 	}
 	return min(from, to), to
+}
+
+// firstFrom is the first sample of the data at or after position p of
+// order, wrapping round.
+func firstFrom(order []int, has func(int) bool, p int) (int, bool) {
+	for i := range order {
+		if x := order[(p+i)%len(order)]; has(x) {
+			return x, true
+		}
+	}
+	return 0, false
 }
 
 // runBounds is node k of n's run of total samples, as their numbers
@@ -75,13 +92,8 @@ func NodePad(order []int, has func(int) bool, k, n int) (sample int, ok bool) {
 	if total == 0 || hi-lo >= NodeDeal(total, n, false) {
 		return 0, false
 	}
-	_, to := NodeRun(order, has, k, n)
-	for i := range order {
-		if x := order[(to+i)%len(order)]; has(x) {
-			return x, true
-		}
-	}
-	return 0, false
+	_, to := runAt(order, has, lo, hi)
+	return firstFrom(order, has, to)
 }
 
 // NodeSamples is what node k of n makes and deals of the data has
@@ -90,21 +102,24 @@ func NodePad(order []int, has func(int) bool, k, n int) (sample int, ok bool) {
 // that it holds NodeDeal samples exactly. With dropLast, the samples
 // left out are the same every epoch, fewer than n of the data (each
 // node's group still leaves its own uneven tail out of each epoch, a
-// new one each time, as DistributedSampler does).
+// new one each time, as DistributedSampler does). The data is counted
+// once and the order walked once (a consumer's subset is cut under the
+// store's lock).
 func NodeSamples(order []int, has func(int) bool, k, n int, dropLast bool) []int {
-	from, to := NodeRun(order, has, k, n)
-	var run []int
+	total := count(order, has)
+	lo, hi := runBounds(total, k, n)
+	deal := NodeDeal(total, n, dropLast)
+	from, to := runAt(order, has, lo, hi)
+	run := make([]int, 0, deal)
 	for _, x := range order[from:to] {
-		if has(x) {
+		if has(x) && len(run) < deal {
 			run = append(run, x)
 		}
 	}
-	deal := NodeDeal(count(order, has), n, dropLast)
-	if len(run) > deal {
-		run = run[:deal]
-	}
-	if pad, ok := NodePad(order, has, k, n); ok && len(run) < deal {
-		run = append(run, pad)
+	if len(run) < deal {
+		if pad, ok := firstFrom(order, has, to); ok {
+			run = append(run, pad)
+		}
 	}
 	return run
 }

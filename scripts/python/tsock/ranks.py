@@ -117,10 +117,10 @@ def agree_across_nodes(mount: str, rank: int, world: int) -> None:
     gathered list, so all raise together and none waits for a rank that
     raised. Without torch.distributed, each mount's own checks stand (a
     rank the node does not serve is refused at its mkdir)."""
-    mine = node_of(mount)
     dist = sys.modules.get("torch.distributed")
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return
+    mine = node_of(mount)
     if dist.get_world_size() != world or dist.get_rank() != rank:
         raise TsockError(f"rank {rank} of world {world}: torch.distributed says rank {dist.get_rank()} of {dist.get_world_size()}")
     gathered: List[Any] = [None] * world
